@@ -1,0 +1,60 @@
+"""One `check` run: host -> probes -> facts -> rules -> findings (what every command builds on)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
+
+from . import __version__
+from .facts import Facts
+from .host import Host
+from .probes import ProbeResult, ProbeSpec, Signature, load_signatures, load_specs, run_probes
+from .rules import Finding, RuleSet, evaluate, filter_findings, load_rules
+
+SCHEMA = "npu-doctor/report/v1"
+
+
+@dataclass
+class CheckResult:
+    host: Host
+    facts: Facts
+    probes: List[ProbeResult]
+    findings: List[Finding]
+
+    def to_json(self) -> Dict:
+        """The report in the `check --format json` contract (ARCHITECTURE.md)."""
+        return {
+            "schema": SCHEMA,
+            "tool": {"name": "npu-doctor", "version": __version__},
+            "host": self.host.describe(),
+            "facts": self.facts.to_dict(),
+            "findings": [f.to_json() for f in self.findings],
+            "probes": [p.to_json() for p in self.probes],
+        }
+
+
+@dataclass
+class Config:
+    """Loaded probe specs and rules; `watch` reloads it on SIGHUP."""
+
+    specs: List[ProbeSpec]
+    rules: RuleSet
+    signatures: List[Signature]
+
+    @classmethod
+    def load(cls, probe_dirs: Iterable[str] = (), rule_dirs: Iterable[str] = ()) -> "Config":
+        """Raises ConfigError for a bad probe spec or rules file."""
+        probe_dirs, rule_dirs = list(probe_dirs), list(rule_dirs)
+        return cls(load_specs(probe_dirs), load_rules(rule_dirs), load_signatures(probe_dirs))
+
+
+def run_check(host: Host, config: Config, select: Sequence[str] = (),
+              ignore: Sequence[str] = (), only_fast: bool = False,
+              progress: Optional[Callable[[str], None]] = None,
+              sample_s: float = 0.0) -> CheckResult:
+    specs = [s for s in config.specs if s.fast] if only_fast else config.specs
+    facts, results = run_probes(host, specs, progress=progress, options={"sample_s": sample_s, "signatures": config.signatures})
+    probe_rows = [p.to_json() for p in results]
+    findings = evaluate(config.rules, facts, probe_rows)
+    findings = filter_findings(findings, select, ignore)
+    return CheckResult(host, facts, results, findings)

@@ -1,0 +1,208 @@
+"""Command line: `npu-doctor check | rules | ...` (click).
+
+Exit codes of check (ARCHITECTURE.md): 0 nothing at or above --fail-on, 1 findings at or
+above it, 2 usage or configuration error. Errors are one line on stderr, never a traceback;
+stdout carries only the report, so `--format json` output always parses.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import List, Optional
+
+import click
+
+from . import __version__
+from .errors import ConfigError, HostError, NpuDoctorError, SnapshotError
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+
+def _fail(msg: str) -> "NoReturn":  # type: ignore[name-defined]  # noqa: F821
+    click.echo(f"npu-doctor: error: {msg}", err=True)
+    sys.exit(EXIT_USAGE)
+
+
+def _use_color(mode: str, stream=None) -> bool:
+    if mode == "never":
+        return False
+    if mode == "always":
+        return True
+    if os.environ.get("NO_COLOR"):
+        return False
+    stream = stream or sys.stdout
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+def _progress_printer(enabled: bool):
+    def progress(msg: str) -> None:
+        if enabled:
+            click.echo(f"npu-doctor: {msg} ...", err=True)
+    return progress
+
+
+def _open_host(snapshot: Optional[str], logs: List[str]):
+    from .host import open_host
+
+    return open_host(snapshot, logs)
+
+
+_HOST_OPTIONS = [
+    click.option("--snapshot", "snapshot", metavar="PATH",
+                 help="Read a snapshot (directory or .tar.gz) instead of this host."),
+    click.option("--probes", "probe_dirs", multiple=True, metavar="DIR",
+                 help="Extra probe specs (*.toml) to load; repeatable."),
+    click.option("--rules", "rule_dirs", multiple=True, metavar="DIR",
+                 help="Extra rules files (*.toml) to load; repeatable."),
+    click.option("--log", "logs", multiple=True, metavar="FILE",
+                 help="A runtime or compiler log to scan for CPU fallback and errors; repeatable."),
+]
+
+
+def host_options(fn):
+    for opt in reversed(_HOST_OPTIONS):
+        fn = opt(fn)
+    return fn
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, "-V", "--version", prog_name="npu-doctor")
+def main() -> None:
+    """Find why a model runs slowly, or not on the NPU at all.
+
+    npu-doctor checks the environment of an NPU or AI accelerator: firmware, driver, runtime
+    and toolkit versions; shared libraries the SDK cannot load; thermal throttling; runtime
+    power management; frequency governors; device-node permissions. Each finding comes with
+    its evidence and the fix.
+
+    \b
+    Examples:
+      npu-doctor check                         report on this machine
+      npu-doctor check --format json           the same, for tools (schema npu-doctor/report/v1)
+      npu-doctor check --snapshot board.tar.gz replay a board captured elsewhere
+      npu-doctor check --log run.log           also scan a runtime log for CPU fallback
+      npu-doctor rules list                    every check npu-doctor knows
+      npu-doctor rules explain runtime-autosuspend
+    """
+
+
+@main.command()
+@host_options
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Report format.")
+@click.option("--select", multiple=True, metavar="ID", help="Report only these rule ids; repeatable.")
+@click.option("--ignore", multiple=True, metavar="ID", help="Do not report these rule ids; repeatable.")
+@click.option("--fail-on", type=click.Choice(["error", "warning", "info", "never"]), default="error",
+              show_default=True, help="Exit 1 when a finding at or above this severity is reported.")
+@click.option("--sample", "sample_s", type=click.FloatRange(0, 600), default=0.0, metavar="SECONDS",
+              help="Measure CPU and accelerator utilisation over a window (default: no waiting).")
+@click.option("-v", "--verbose", is_flag=True, help="Show every fact with its source, and failed probes.")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
+              show_default=True, help="Colour the text report (auto: on a terminal, unless NO_COLOR is set).")
+def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, sample_s, verbose, color):
+    """Check this host (or a snapshot) and report findings.
+
+    \b
+    Exit status:
+      0  no finding at or above --fail-on
+      1  at least one finding at or above --fail-on
+      2  usage or configuration error (bad rules file, unreadable snapshot)
+    """
+    from .check import Config, run_check
+    from .report import render_json, render_text, stdout_is_unicode
+    from .rules import SEVERITY_RANK
+
+    try:
+        config = Config.load(probe_dirs, rule_dirs)
+        known = {r.id for r in config.rules.rules}
+        for rid in list(select) + list(ignore):
+            if rid not in known:
+                raise ConfigError(f"unknown rule id {rid!r} (see `npu-doctor rules list`)")
+        host = _open_host(snapshot, list(logs))
+        show_progress = sys.stderr.isatty() or bool(os.environ.get("NPU_DOCTOR_PROGRESS"))
+        if sample_s and show_progress:
+            click.echo(f"npu-doctor: sampling utilisation for {sample_s:g} s ...", err=True)
+        result = run_check(host, config, select, ignore, progress=_progress_printer(show_progress),
+                           sample_s=sample_s)
+    except (ConfigError, SnapshotError) as e:
+        _fail(str(e))
+    except HostError as e:
+        _fail(str(e))
+    if fmt == "json":
+        sys.stdout.write(render_json(result))
+    else:
+        sys.stdout.write(render_text(result, verbose=verbose, color=_use_color(color),
+                                     unicode=stdout_is_unicode()))
+    sys.stdout.flush()
+    if fail_on == "never":
+        sys.exit(EXIT_OK)
+    threshold = SEVERITY_RANK[fail_on]
+    worst = max((SEVERITY_RANK[f.severity] for f in result.findings), default=0)
+    sys.exit(EXIT_FINDINGS if worst >= threshold else EXIT_OK)
+
+
+@main.group()
+def rules() -> None:
+    """List the checks npu-doctor knows, or explain one."""
+
+
+@rules.command("list")
+@click.option("--rules", "rule_dirs", multiple=True, metavar="DIR", help="Extra rules files to load.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def rules_list(rule_dirs, fmt):
+    """Every rule id with its severity and title."""
+    import json
+
+    from .rules import load_rules
+
+    try:
+        rs = load_rules(rule_dirs)
+    except ConfigError as e:
+        _fail(str(e))
+    if fmt == "json":
+        click.echo(json.dumps([{"id": r.id, "severity": r.severity, "title": r.title} for r in rs.rules], indent=2))
+        return
+    width = max((len(r.id) for r in rs.rules), default=10)
+    for r in rs.rules:
+        click.echo(f"{r.id.ljust(width)}  {r.severity:<7}  {r.title}")
+
+
+@rules.command("explain")
+@click.argument("rule_id", metavar="ID")
+@click.option("--rules", "rule_dirs", multiple=True, metavar="DIR", help="Extra rules files to load.")
+def rules_explain(rule_id, rule_dirs):
+    """What a rule checks, why it matters, and how to fix it."""
+    from .rules import load_rules
+
+    try:
+        rs = load_rules(rule_dirs)
+    except ConfigError as e:
+        _fail(str(e))
+    rule = rs.get(rule_id)
+    if rule is None:
+        _fail(f"unknown rule id {rule_id!r} (see `npu-doctor rules list`)")
+    click.echo(f"{rule.id} ({rule.severity}): {rule.title}\n")
+    click.echo(rule.explain + "\n")
+    fixes = [f for m in rule.matches for f in m.fixes] + rule.fixes
+    if fixes:
+        click.echo("Fixes:")
+        for f in fixes:
+            click.echo(f"  [{f.kind}] {f.text.strip()}")
+    if rule.docs:
+        click.echo("Sources:")
+        for d in rule.docs:
+            click.echo(f"  {d}")
+    click.echo(f"\nDefined in {rule.file}")
+
+
+def run() -> None:
+    """Entry point that turns any stray NpuDoctorError into one line and exit 2."""
+    try:
+        main(standalone_mode=True)
+    except NpuDoctorError as e:
+        _fail(str(e))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    run()

@@ -1,0 +1,394 @@
+"""The probe engine: probe specs (data) run concurrently against a Host.
+
+A probe spec is a `[[probe]]` table in `probes/*.toml`:
+
+```toml
+[[probe]]
+id = "os-release"            # stable, kebab-case
+area = "system"              # the report line it belongs to
+title = "Operating system"
+collector = "os_release"     # named collector (npu_doctor.collectors), or:
+# read = "/etc/os-release"   # a file ...
+# run = ["npu-smi", "info"]  # ... or a command (argv, never a shell)
+# parser = "os_release"      # pure parser for read/run output
+# into = "os"                # where the parsed dict goes in the facts tree
+timeout_s = 5                # whole-probe limit (and each command's)
+fast = false                 # sampled by `watch` every interval
+[probe.args]                 # free-form, passed to the collector as ctx.args
+```
+
+Each probe ends `ok`, `no_data` (nothing of that kind on this host: not an error) or `error`
+(missing tool, permission denied, timeout, unparsable output) with a reason and a duration.
+A failing probe never stops the run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from . import registry
+from .errors import AccessDenied, CommandNotFound, ConfigError, HostError, NotFound
+from .facts import Facts
+from .host import CommandResult, Host
+from .resources import data_files
+from .tomlcompat import tomllib
+
+SPEC_KEYS = {"id", "area", "title", "collector", "read", "run", "parser", "into", "timeout_s",
+             "fast", "args", "description"}
+DEFAULT_TIMEOUT_S = 5.0
+
+
+class NoData(Exception):
+    """Raised by a collector: nothing of this kind exists on this host (status no_data)."""
+
+
+class ProbeError(Exception):
+    """Raised by a collector or parser: the probe could not produce its facts."""
+
+
+@dataclass
+class ProbeSpec:
+    id: str
+    area: str = "system"
+    title: str = ""
+    collector: Optional[str] = None
+    read: Optional[str] = None
+    run: Optional[List[str]] = None
+    parser: Optional[str] = None
+    into: Optional[str] = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    fast: bool = False
+    args: Dict[str, Any] = field(default_factory=dict)
+    file: str = ""
+
+
+@dataclass
+class ProbeResult:
+    id: str
+    status: str  # ok | no_data | error
+    error: Optional[str] = None
+    error_kind: Optional[str] = None  # missing-tool | access-denied | timeout | parse | failed
+    duration_s: float = 0.0
+    facts: Facts = field(default_factory=Facts)
+    area: str = "system"
+
+    def to_json(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = {"id": self.id, "status": self.status,
+                             "duration_s": round(self.duration_s, 4)}
+        if self.error:
+            d["error"] = self.error
+        if self.error_kind:
+            d["error_kind"] = self.error_kind
+        return d
+
+
+class CommandCache:
+    """Runs each argv once per check, shared by the probes of that check (thread-safe)."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self._lock = threading.Lock()
+        self._results: Dict[Tuple[str, ...], Any] = {}
+        self._events: Dict[Tuple[str, ...], threading.Event] = {}
+
+    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
+        key = tuple(argv)
+        with self._lock:
+            ev = self._events.get(key)
+            owner = ev is None
+            if owner:
+                ev = self._events[key] = threading.Event()
+        if owner:
+            try:
+                self._results[key] = self.host.run(argv, timeout=timeout)
+            except HostError as e:
+                self._results[key] = e
+            finally:
+                ev.set()
+        else:
+            ev.wait(timeout + 1.0)
+        res = self._results.get(key)
+        if isinstance(res, HostError):
+            raise res
+        if res is None:
+            raise ProbeError(f"{' '.join(argv)}: no result")
+        return res
+
+
+class ProbeContext:
+    """What a collector gets: the host, its spec, a facts partial, and recording helpers."""
+
+    def __init__(self, host: Host, spec: ProbeSpec, commands: CommandCache,
+                 options: Optional[Dict[str, Any]] = None) -> None:
+        self.host = host
+        self.spec = spec
+        self.args = spec.args
+        #: run-wide options: sample_s (the --sample window in seconds, 0 = never sleep)
+        self.options = options or {}
+        self.facts = Facts()
+        self._commands = commands
+
+    def read(self, path: str) -> Optional[str]:
+        """Stripped text of a file or None when missing; AccessDenied is recorded and None
+        returned, so one unreadable file does not sink the whole probe."""
+        try:
+            return self.host.read_text(path).strip().strip("\x00")
+        except AccessDenied:
+            self.denied(path)
+            return None
+        except HostError:
+            return None
+
+    def read_raw(self, path: str) -> str:
+        """Whole text of a file. Raises NotFound, AccessDenied, HostError."""
+        return self.host.read_text(path)
+
+    def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
+        """Run a command (cached per check). Raises CommandNotFound."""
+        return self._commands.run(list(argv), timeout or self.spec.timeout_s)
+
+    def denied(self, path: str, check: Optional[str] = None) -> None:
+        """Record that something could not be read as this user (insufficient-privileges)."""
+        lst = self.facts.data.setdefault("access", {}).setdefault("denied", [])
+        if not any(d.get("path") == path for d in lst):
+            lst.append({"path": path, "probe": self.spec.id, "check": check or self.spec.title})
+
+
+@dataclass
+class Signature:
+    """A log line that means something: `[[signature]]` in probes/*.toml.
+
+    ```toml
+    [[signature]]
+    id = "glibc-version-not-found"      # what log_events[].signature will say
+    scope = "runtime"                   # kernel (dmesg) | runtime (logs/, --log) | any
+    regex = "version `(?P<needed>GLIBC_[0-9.]+)' not found \\(required by (?P<by>[^)]+)\\)"
+    [signature.fields]                  # constant fields added to each event
+    family = "glibc"
+    ```
+    Every match becomes a `log_events[]` fact: {signature, scope, source, line_no, line,
+    ...named groups, ...fields}.
+    """
+
+    id: str
+    scope: str
+    regex: "re.Pattern[str]"
+    fields: Dict[str, Any]
+    file: str = ""
+
+
+SIGNATURE_KEYS = {"id", "scope", "regex", "fields", "description", "flags"}
+
+
+def _load_signatures(data: Dict[str, Any], path: str) -> List[Signature]:
+    out = []
+    for n, raw in enumerate(data.get("signature", [])):
+        sid = raw.get("id") if isinstance(raw, dict) else None
+        where = f"{path}: signature {sid or '#' + str(n + 1)}"
+        if not isinstance(raw, dict) or not isinstance(sid, str) or not sid:
+            raise ConfigError(f"{where}: missing id")
+        unknown = set(raw) - SIGNATURE_KEYS
+        if unknown:
+            raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r}")
+        scope = raw.get("scope", "any")
+        if scope not in ("kernel", "runtime", "any"):
+            raise ConfigError(f"{where}: scope must be kernel, runtime or any")
+        flags = re.IGNORECASE if "i" in str(raw.get("flags", "")) else 0
+        try:
+            rx = re.compile(raw.get("regex", ""), flags)
+        except (re.error, TypeError) as e:
+            raise ConfigError(f"{where}: bad regex ({e})") from None
+        if not raw.get("regex"):
+            raise ConfigError(f"{where}: missing regex")
+        fields = raw.get("fields", {})
+        if not isinstance(fields, dict):
+            raise ConfigError(f"{where}: fields must be a table")
+        out.append(Signature(sid, scope, rx, dict(fields), path))
+    return out
+
+
+def _load_spec_file(path: str) -> List[ProbeSpec]:
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML ({e})") from None
+    unknown_top = set(data) - {"probe", "signature"}
+    if unknown_top:
+        raise ConfigError(f"{path}: unknown table {sorted(unknown_top)[0]!r} (expected [[probe]])")
+    _SIGNATURES_BY_FILE[path] = _load_signatures(data, path)
+    specs = []
+    for n, raw in enumerate(data.get("probe", [])):
+        pid = raw.get("id") if isinstance(raw, dict) else None
+        where = f"{path}: probe {pid or '#' + str(n + 1)}"
+        if not isinstance(raw, dict) or not isinstance(pid, str) or not pid:
+            raise ConfigError(f"{where}: missing id")
+        unknown = set(raw) - SPEC_KEYS
+        if unknown:
+            raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r}")
+        if not raw.get("collector") and not (raw.get("read") or raw.get("run")):
+            raise ConfigError(f"{where}: needs collector, read or run")
+        if (raw.get("read") or raw.get("run")) and not raw.get("parser") and not raw.get("collector"):
+            raise ConfigError(f"{where}: read/run needs a parser")
+        if raw.get("run") is not None and not (
+                isinstance(raw["run"], list) and all(isinstance(a, str) for a in raw["run"])):
+            raise ConfigError(f"{where}: run must be a list of strings (argv)")
+        if raw.get("collector") and raw["collector"] not in registry.COLLECTORS:
+            raise ConfigError(f"{where}: unknown collector {raw['collector']!r}")
+        if raw.get("parser") and raw["parser"] not in registry.PARSERS:
+            raise ConfigError(f"{where}: unknown parser {raw['parser']!r}")
+        try:
+            timeout = float(raw.get("timeout_s", DEFAULT_TIMEOUT_S))
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: timeout_s must be a number") from None
+        specs.append(ProbeSpec(
+            id=pid, area=raw.get("area", "system"), title=raw.get("title", pid),
+            collector=raw.get("collector"), read=raw.get("read"), run=raw.get("run"),
+            parser=raw.get("parser"), into=raw.get("into"), timeout_s=timeout,
+            fast=bool(raw.get("fast", False)), args=dict(raw.get("args", {})), file=path))
+    return specs
+
+
+_SIGNATURES_BY_FILE: Dict[str, List[Signature]] = {}
+
+
+def load_signatures(extra_dirs: Iterable[str] = ()) -> List[Signature]:
+    """Every `[[signature]]` of the shipped probes/ and --probes DIRs. Raises ConfigError."""
+    out: List[Signature] = []
+    for path in data_files("probes", extra_dirs):
+        if path not in _SIGNATURES_BY_FILE:
+            _load_spec_file(path)
+        out.extend(_SIGNATURES_BY_FILE[path])
+    return out
+
+
+def load_specs(extra_dirs: Iterable[str] = ()) -> List[ProbeSpec]:
+    """All probe specs: the shipped `probes/` then each --probes DIR. Raises ConfigError.
+
+    A later spec with the same id replaces the earlier one (a site can override a probe).
+    """
+    registry.load_all()
+    by_id: Dict[str, ProbeSpec] = {}
+    for path in data_files("probes", extra_dirs):
+        for spec in _load_spec_file(path):
+            by_id[spec.id] = spec
+    return list(by_id.values())
+
+
+def _run_one(spec: ProbeSpec, host: Host, commands: CommandCache,
+             options: Optional[Dict[str, Any]] = None) -> ProbeResult:
+    ctx = ProbeContext(host, spec, commands, options)
+    start = time.monotonic()
+    res = ProbeResult(id=spec.id, status="ok", area=spec.area)
+    try:
+        if spec.collector:
+            registry.COLLECTORS[spec.collector](ctx)
+        else:
+            if spec.read:
+                text = host.read_text(spec.read)
+                source = spec.read
+            else:
+                cr = ctx.run(spec.run)  # type: ignore[arg-type]
+                if cr.timed_out:
+                    raise ProbeError(f"`{' '.join(spec.run)}` timed out after {spec.timeout_s:g} s")
+                if cr.returncode != 0:
+                    last = (cr.stderr or cr.stdout).strip().splitlines()[-1:] or [""]
+                    raise ProbeError(f"`{' '.join(spec.run)}` exited {cr.returncode}: {last[0][:160]}")
+                text, source = cr.stdout, cr.source
+            try:
+                parsed = registry.PARSERS[spec.parser](text)  # type: ignore[index]
+            except (ValueError, KeyError, IndexError) as e:
+                raise ProbeError(f"unparsable output from {source}: {e}") from None
+            ctx.facts.set(spec.into or spec.id, parsed, source)
+        if not ctx.facts.data:
+            res.status = "no_data"
+    except NoData as e:
+        res.status, res.error = "no_data", str(e) or None
+    except CommandNotFound as e:
+        res.status, res.error_kind = "no_data", "missing-tool"
+        res.error = f"{e.path}: not installed"
+    except AccessDenied as e:
+        res.status, res.error_kind, res.error = "error", "access-denied", str(e)
+    except NotFound as e:
+        res.status, res.error = "no_data", str(e)
+    except (ProbeError, HostError) as e:
+        res.status, res.error_kind, res.error = "error", "failed", str(e)
+    except Exception as e:  # a bug in a collector must not stop the check
+        res.status, res.error_kind = "error", "internal"
+        res.error = f"internal error: {type(e).__name__}: {e}"
+    res.duration_s = time.monotonic() - start
+    res.facts = ctx.facts
+    return res
+
+
+def run_probes(host: Host, specs: Sequence[ProbeSpec], max_workers: int = 8,
+               progress: Optional[Callable[[str], None]] = None,
+               options: Optional[Dict[str, Any]] = None) -> Tuple[Facts, List[ProbeResult]]:
+    """Run every spec concurrently; merge their facts in spec order, then run derivers.
+
+    Returns (facts, results in spec order). A probe still running at its timeout_s is
+    reported as an error ("timed out") and its facts are dropped. Probe threads are daemons,
+    so a probe stuck past its timeout never holds up the exit.
+    """
+    commands = CommandCache(host)
+    results: Dict[str, ProbeResult] = {}
+    lock = threading.Lock()
+    slots = threading.BoundedSemaphore(max_workers)
+    done_ev = {s.id: threading.Event() for s in specs}
+    started: Dict[str, float] = {}
+
+    def worker(spec: ProbeSpec) -> None:
+        with slots:
+            with lock:
+                started[spec.id] = time.monotonic()
+            r = _run_one(spec, host, commands, options)
+            with lock:
+                results.setdefault(spec.id, r)
+            done_ev[spec.id].set()
+
+    start = time.monotonic()
+    for s in specs:
+        threading.Thread(target=worker, args=(s,), name=f"probe-{s.id}", daemon=True).start()
+    announced = False
+    for s in specs:
+        while not done_ev[s.id].is_set():
+            done_ev[s.id].wait(0.05)
+            now = time.monotonic()
+            if progress and not announced and now - start > 1.0:
+                with lock:
+                    waiting = sorted(x.id for x in specs if x.id not in results)
+                if waiting:
+                    progress("probing: waiting for " + ", ".join(waiting))
+                announced = True
+            with lock:
+                t0 = started.get(s.id)
+                limit = s.timeout_s + 0.5 + float((options or {}).get("sample_s", 0) or 0)
+                if t0 is not None and now - t0 > limit and s.id not in results:
+                    results[s.id] = ProbeResult(
+                        id=s.id, status="error", error_kind="timeout", area=s.area,
+                        error=f"timed out after {s.timeout_s:g} s", duration_s=now - t0)
+                    done_ev[s.id].set()
+    facts = Facts()
+    ordered = [results[s.id] for s in specs]
+    for r in ordered:
+        facts.merge(r.facts)
+    for _order, _name, fn in registry.DERIVERS:
+        try:
+            fn(facts, host)
+        except Exception as e:  # a deriver bug degrades to a missing fact, not a crash
+            ordered.append(ProbeResult(id=f"derive:{fn.__name__}", status="error",
+                                       error_kind="internal",
+                                       error=f"internal error: {type(e).__name__}: {e}"))
+    return facts, ordered
+
+
+def env_override_dirs(var: str) -> List[str]:
+    val = os.environ.get(var, "")
+    return [d for d in val.split(os.pathsep) if d]

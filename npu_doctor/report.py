@@ -1,0 +1,186 @@
+"""Reports of a check: text a person reads in five seconds, and the JSON contract.
+
+Text layout (flutter doctor style): one line per area with a mark, then each finding with its
+evidence and fixes. Colour only when asked (the CLI decides: a TTY and no NO_COLOR).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import __version__
+from .check import CheckResult
+from .rules import SEVERITY_RANK, Finding
+
+# Area name -> fact path prefixes whose findings belong to it.
+AREAS: List[Tuple[str, Tuple[str, ...]]] = [
+    ("System", ("os", "kernel", "arch", "libc", "cpu", "user", "limits", "access")),
+    ("Accelerators", ("accelerators", "drivers", "pci")),
+    ("Software", ("sdks", "libraries", "python")),
+    ("Thermal", ("thermal",)),
+    ("Power & clocks", ("devfreq", "cpufreq")),
+    ("Logs", ("kernel_log", "log_events", "fallback")),
+]
+
+_MARKS = {"ok": ("✓", "green"), "info": ("i", "blue"), "warning": ("!", "yellow"),
+          "error": ("✗", "red"), "unknown": ("?", "bright_black")}
+_ASCII_MARKS = {"ok": "ok", "info": "i", "warning": "!", "error": "x", "unknown": "?"}
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.2f}".rstrip("0").rstrip(".")
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, ensure_ascii=False, sort_keys=True)
+    return str(v)
+
+
+def _area_of(f: Finding) -> str:
+    for ev in f.evidence:
+        head = ev["fact"].split(".")[0].split("[")[0]
+        for name, prefixes in AREAS:
+            if head in prefixes:
+                return name
+    if f.id in ("probe-failed", "insufficient-privileges"):
+        return "System"
+    if f.id in ("no-accelerator-found", "driver-not-loaded"):
+        return "Accelerators"
+    return "System"
+
+
+def _summary(area: str, facts: Dict[str, Any]) -> str:
+    g = facts.get
+    if area == "System":
+        os_ = g("os", {}).get("pretty_name") or g("os", {}).get("id") or "unknown OS"
+        parts = [os_]
+        if g("kernel", {}).get("release"):
+            parts.append("kernel " + g("kernel")["release"])
+        if g("arch"):
+            parts.append(g("arch"))
+        libc = g("libc", {})
+        if libc.get("name"):
+            parts.append(f"{libc['name']} {libc.get('version', '?')}")
+        cpu = g("cpu", {})
+        if cpu.get("count"):
+            parts.append(f"{cpu['count']} CPUs")
+        return ", ".join(parts)
+    if area == "Accelerators":
+        accels = g("accelerators", [])
+        if not accels:
+            return "none found"
+        names = []
+        for a in accels[:4]:
+            drv = a.get("driver", {})
+            label = a.get("name") or a.get("vendor", "?")
+            extra = drv.get("name") or ""
+            if drv.get("version"):
+                extra += f" {drv['version']}"
+            names.append(f"{a.get('vendor', '?')} {label}" + (f" ({extra.strip()})" if extra.strip() else ""))
+        more = f" and {len(accels) - 4} more" if len(accels) > 4 else ""
+        return f"{len(accels)} found: " + "; ".join(names) + more
+    if area == "Software":
+        sdks = g("sdks", {})
+        libs = g("libraries", [])
+        parts = [f"{k} {v.get('version', '?')}" for k, v in sorted(sdks.items()) if isinstance(v, dict)]
+        if libs:
+            parts.append(f"{len(libs)} SDK libraries checked")
+        return ", ".join(parts) if parts else "no accelerator SDK found"
+    if area == "Thermal":
+        zones = g("thermal", {}).get("zones", [])
+        temps = [z for z in zones if isinstance(z.get("temp_c"), (int, float))]
+        if not zones:
+            return "no thermal zones exposed"
+        if temps:
+            hot = max(temps, key=lambda z: z["temp_c"])
+            return f"{len(zones)} zones, hottest {hot.get('type', '?')} {_fmt(hot['temp_c'])} °C"
+        return f"{len(zones)} zones"
+    if area == "Power & clocks":
+        devs = g("devfreq", {}).get("devices", [])
+        if not devs:
+            return "no devfreq devices"
+        return "; ".join(f"{d.get('name', '?')} {d.get('governor', '?')}" for d in devs[:4])
+    if area == "Logs":
+        fb = g("fallback", {})
+        if fb.get("ops"):
+            return f"CPU fallback logged: {', '.join(fb['ops'][:6])}"
+        return "nothing notable"
+    return ""
+
+
+def render_text(result: CheckResult, verbose: bool = False, color: bool = False,
+                unicode: bool = True) -> str:
+    import click
+
+    def style(text: str, fg: Optional[str] = None, bold: bool = False) -> str:
+        return click.style(text, fg=fg, bold=bold) if color else text
+
+    def mark(kind: str) -> str:
+        sym, fg = _MARKS[kind]
+        if not unicode:
+            sym = _ASCII_MARKS[kind]
+        return style(f"[{sym}]", fg=fg, bold=True)
+
+    facts = result.facts.data
+    lines = [style(f"npu-doctor {__version__}", bold=True) + " — " +
+             ("this host" if result.host.source == "live" else f"snapshot {result.host.path}"), ""]
+    by_area: Dict[str, List[Finding]] = {}
+    for f in result.findings:
+        by_area.setdefault(_area_of(f), []).append(f)
+    width = max(len(a) for a, _ in AREAS)
+    for area, _prefixes in AREAS:
+        fs = by_area.get(area, [])
+        worst = max((SEVERITY_RANK[f.severity] for f in fs), default=0)
+        kind = {0: "ok", 1: "info", 2: "warning", 3: "error"}[worst]
+        summary = _summary(area, facts)
+        if fs:
+            summary += f"  ({len(fs)} finding{'s' if len(fs) != 1 else ''})"
+        lines.append(f"{mark(kind)} {area.ljust(width)}  {summary}")
+    lines.append("")
+    if not result.findings:
+        lines.append(style("No issues found.", fg="green"))
+    else:
+        counts = {s: sum(1 for f in result.findings if f.severity == s) for s in ("error", "warning", "info")}
+        lines.append(style(", ".join(f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n), bold=True))
+        order = sorted(result.findings, key=lambda f: -SEVERITY_RANK[f.severity])
+        for f in order:
+            kind = f.severity
+            head = f"{mark(kind)} {style(f.id, bold=True)}"
+            if f.subject:
+                head += f" [{f.subject}]"
+            lines.append("")
+            lines.append(head + f": {f.title}")
+            lines.append(f"    {f.message}")
+            for ev in f.evidence:
+                src = f"  ({ev['source']})" if ev.get("source") else ""
+                lines.append(style(f"    evidence: {ev['fact']} = {_fmt(ev['value'])}{src}", fg="bright_black"))
+            for fx in f.fixes:
+                label = {"now": "fix now", "persist": "make it stay", "doc": "read"}[fx["kind"]]
+                text = fx["text"].rstrip().replace("\n", "\n" + " " * (6 + len(label)))
+                lines.append(f"    {style(label + ':', fg='cyan')} {text}")
+    errors = [p for p in result.probes if p.status == "error"]
+    if errors and verbose:
+        lines.append("")
+        lines.append("Probes that failed:")
+        for p in errors:
+            lines.append(f"    {p.id}: {p.error}")
+    if verbose:
+        lines.append("")
+        lines.append("Facts:")
+        for path, value in result.facts.flat():
+            src = result.facts.sources.get(path)
+            lines.append(f"    {path} = {_fmt(value)}" + (style(f"  ({src})", fg="bright_black") if src else ""))
+    elif not result.findings or errors:
+        lines.append("")
+        lines.append(style("Run with -v for every fact and probe, or --format json for tools.", fg="bright_black"))
+    return "\n".join(lines) + "\n"
+
+
+def render_json(result: CheckResult) -> str:
+    return json.dumps(result.to_json(), indent=2, ensure_ascii=False, default=str) + "\n"
+
+
+def stdout_is_unicode() -> bool:
+    enc = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
+    return enc in ("utf8", "utf16", "utf32")

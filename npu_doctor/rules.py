@@ -1,0 +1,434 @@
+"""The rules engine: pitfall rules as data (`rules/*.toml`), evaluated safely.
+
+A rule (ARCHITECTURE.md, "Contract: rule ids"):
+
+```toml
+[[rule]]
+id = "runtime-autosuspend"          # contract id, kebab-case
+severity = "warning"                # error | warning | info
+title = "Runtime PM suspends the accelerator between inferences"
+explain = "Why it matters, in a paragraph."
+docs = ["https://www.kernel.org/doc/Documentation/ABI/testing/sysfs-devices-power"]
+for_each = "accelerators"           # optional: evaluate once per list element, bound to `it`
+when = [                            # all must hold; {any = [...]}, {all = [...]}, {not = {...}}
+  {fact = "it.power.control", eq = "auto"},
+]
+subject = "{it.name}"               # templates: {path} of a fact, {it.path} of the element
+message = "power/control is {it.power.control}"
+evidence = ["it.power.control", "it.power.runtime_status"]
+[[rule.fix]]
+kind = "now"                        # now | persist | doc
+text = "echo on | sudo tee {it.sysfs}/power/control"
+sysfs_write = {path = "{it.sysfs}/power/control", value = "on"}
+```
+
+A rule with several ways of being detected lists `[[rule.match]]` tables, each with its own
+`for_each`, `when`, `subject`, `message`, `evidence`, optional `severity` and `fix`.
+
+Condition operators (one per condition, on `fact`): eq, ne, lt, le, gt, ge, in, not_in,
+contains, matches (regex), exists (true/false), version_lt/le/gt/ge/eq/ne (through
+`npu_doctor.versions`), version_prefix, and each comparison with `_fact` to compare with
+another fact (`ge_fact = "it.passive_trip_c"`). A fact that is unknown makes a comparison
+false: unknown is never a finding.
+
+Nothing is evaluated as code. A bad file raises ConfigError naming file, rule and problem.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from . import versions
+from .errors import ConfigError
+from .facts import Facts, lookup, split_path
+from .resources import data_files
+from .tomlcompat import tomllib
+
+SEVERITIES = ("error", "warning", "info")
+SEVERITY_RANK = {"info": 1, "warning": 2, "error": 3}
+FIX_KINDS = ("now", "persist", "doc")
+RULE_KEYS = {"id", "severity", "title", "explain", "docs", "match", "fix", "for_each", "when",
+             "subject", "message", "evidence", "tags"}
+MATCH_KEYS = {"for_each", "when", "subject", "message", "evidence", "severity", "fix"}
+FIX_KEYS = {"kind", "text", "sysfs_write", "when", "url"}
+_CMP = {"eq", "ne", "lt", "le", "gt", "ge", "in", "not_in", "contains", "matches",
+        "version_lt", "version_le", "version_gt", "version_ge", "version_eq", "version_ne"}
+OPERATORS = _CMP | {f"{o}_fact" for o in _CMP} | {"exists", "version_prefix"}
+_ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_TEMPLATE_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.\[\]\-]*)\}")
+
+
+@dataclass
+class Fix:
+    kind: str
+    text: str
+    sysfs_write: Optional[Dict[str, str]] = None
+    when: List[Any] = field(default_factory=list)
+
+
+@dataclass
+class Match:
+    for_each: Optional[str]
+    when: List[Any]
+    subject: str
+    message: str
+    evidence: List[str]
+    severity: Optional[str]
+    fixes: List[Fix]
+
+
+@dataclass
+class Rule:
+    id: str
+    severity: str
+    title: str
+    explain: str
+    docs: List[str]
+    matches: List[Match]
+    fixes: List[Fix]
+    file: str = ""
+
+
+@dataclass
+class Finding:
+    id: str
+    severity: str
+    title: str
+    message: str
+    subject: str
+    evidence: List[Dict[str, Any]]
+    fixes: List[Dict[str, Any]]
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"id": self.id, "severity": self.severity, "title": self.title,
+                "message": self.message, "subject": self.subject,
+                "evidence": self.evidence, "fixes": self.fixes}
+
+
+@dataclass
+class RuleSet:
+    rules: List[Rule]
+    matrices: Dict[str, List[Dict[str, Any]]] = field(default_factory=dict)
+
+    def get(self, rule_id: str) -> Optional[Rule]:
+        for r in self.rules:
+            if r.id == rule_id:
+                return r
+        return None
+
+
+# -- loading -----------------------------------------------------------------------------
+def _check_condition(cond: Any, where: str) -> None:
+    if not isinstance(cond, dict):
+        raise ConfigError(f"{where}: a condition must be a table, got {cond!r}")
+    if "any" in cond or "all" in cond:
+        key = "any" if "any" in cond else "all"
+        if set(cond) != {key} or not isinstance(cond[key], list):
+            raise ConfigError(f"{where}: `{key}` must be the only key and hold a list")
+        for c in cond[key]:
+            _check_condition(c, where)
+        return
+    if "not" in cond:
+        if set(cond) != {"not"}:
+            raise ConfigError(f"{where}: `not` must be the only key")
+        _check_condition(cond["not"], where)
+        return
+    if "fact" not in cond or not isinstance(cond["fact"], str):
+        raise ConfigError(f"{where}: condition {cond!r} has no fact")
+    ops = set(cond) - {"fact"}
+    unknown = ops - OPERATORS
+    if unknown:
+        raise ConfigError(f"{where}: unknown operator {sorted(unknown)[0]!r}")
+    if len(ops) != 1:
+        raise ConfigError(f"{where}: condition on {cond['fact']!r} needs exactly one operator")
+    op = next(iter(ops))
+    if op in ("matches", "matches_fact") and op == "matches":
+        try:
+            re.compile(cond[op])
+        except (re.error, TypeError) as e:
+            raise ConfigError(f"{where}: bad regex {cond[op]!r} ({e})") from None
+    if op in ("in", "not_in") and not isinstance(cond[op], list):
+        raise ConfigError(f"{where}: `{op}` needs a list")
+
+
+def _parse_fixes(raw: Any, where: str) -> List[Fix]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ConfigError(f"{where}: fix must be an array of tables ([[rule.fix]])")
+    out = []
+    for f in raw:
+        if not isinstance(f, dict):
+            raise ConfigError(f"{where}: fix must be a table")
+        unknown = set(f) - FIX_KEYS
+        if unknown:
+            raise ConfigError(f"{where}: unknown fix key {sorted(unknown)[0]!r}")
+        if f.get("kind") not in FIX_KINDS:
+            raise ConfigError(f"{where}: fix kind must be one of {', '.join(FIX_KINDS)}")
+        text = f.get("text") or f.get("url")
+        if not isinstance(text, str) or not text:
+            raise ConfigError(f"{where}: fix needs text")
+        sw = f.get("sysfs_write")
+        if sw is not None and (not isinstance(sw, dict) or set(sw) != {"path", "value"}):
+            raise ConfigError(f"{where}: sysfs_write must be {{path = ..., value = ...}}")
+        when = f.get("when", [])
+        for c in when:
+            _check_condition(c, where)
+        out.append(Fix(f["kind"], text, sw, when))
+    return out
+
+
+def _parse_rule(raw: Any, path: str, n: int) -> Rule:
+    rid = raw.get("id") if isinstance(raw, dict) else None
+    where = f"{path}: rule {rid or '#' + str(n + 1)}"
+    if not isinstance(raw, dict) or not isinstance(rid, str):
+        raise ConfigError(f"{where}: missing id")
+    if not _ID_RE.match(rid):
+        raise ConfigError(f"{where}: id must be kebab-case")
+    unknown = set(raw) - RULE_KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r}")
+    sev = raw.get("severity")
+    if sev not in SEVERITIES:
+        raise ConfigError(f"{where}: severity must be error, warning or info (got {sev!r})")
+    for key in ("title", "explain"):
+        if not isinstance(raw.get(key), str) or not raw[key].strip():
+            raise ConfigError(f"{where}: missing {key}")
+    raw_matches = raw.get("match")
+    inline = {k: raw[k] for k in MATCH_KEYS - {"severity", "fix"} if k in raw}
+    if raw_matches is None:
+        raw_matches = [inline] if inline else []
+    elif inline:
+        raise ConfigError(f"{where}: use either [[rule.match]] or top-level when, not both")
+    matches = []
+    for m in raw_matches:
+        if not isinstance(m, dict):
+            raise ConfigError(f"{where}: match must be a table")
+        unknown = set(m) - MATCH_KEYS
+        if unknown:
+            raise ConfigError(f"{where}: unknown match key {sorted(unknown)[0]!r}")
+        when = m.get("when", [])
+        if not isinstance(when, list) or not when:
+            raise ConfigError(f"{where}: when must be a non-empty list of conditions")
+        for c in when:
+            _check_condition(c, where)
+        msev = m.get("severity")
+        if msev is not None and msev not in SEVERITIES:
+            raise ConfigError(f"{where}: match severity must be error, warning or info")
+        ev = m.get("evidence", [])
+        if not isinstance(ev, list) or not all(isinstance(e, str) for e in ev):
+            raise ConfigError(f"{where}: evidence must be a list of fact paths")
+        if not isinstance(m.get("message", ""), str) or not m.get("message"):
+            raise ConfigError(f"{where}: match needs a message")
+        matches.append(Match(m.get("for_each"), when, m.get("subject", ""), m["message"], ev,
+                             msev, _parse_fixes(m.get("fix"), where)))
+    docs = raw.get("docs", [])
+    if not isinstance(docs, list):
+        raise ConfigError(f"{where}: docs must be a list of URLs")
+    return Rule(rid, sev, raw["title"].strip(), raw["explain"].strip(), docs, matches,
+                _parse_fixes(raw.get("fix"), where), file=path)
+
+
+def load_rule_file(path: str) -> Tuple[List[Rule], Dict[str, List[Dict[str, Any]]]]:
+    """Rules and matrices of one file. Raises ConfigError (file, rule, what is wrong)."""
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML ({e})") from None
+    unknown = set(data) - {"rule", "matrix"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown table {sorted(unknown)[0]!r} (expected [[rule]] or [[matrix]])")
+    rules = [_parse_rule(r, path, n) for n, r in enumerate(data.get("rule", []))]
+    matrices: Dict[str, List[Dict[str, Any]]] = {}
+    for n, m in enumerate(data.get("matrix", [])):
+        if not isinstance(m, dict) or not isinstance(m.get("id"), str):
+            raise ConfigError(f"{path}: matrix #{n + 1}: missing id")
+        rows = m.get("row", [])
+        for i, row in enumerate(rows):
+            if not isinstance(row, dict) or not row.get("source"):
+                raise ConfigError(f"{path}: matrix {m['id']}: row {i + 1} has no source")
+        matrices.setdefault(m["id"], []).extend(rows)
+    return rules, matrices
+
+
+def load_rules(extra_dirs: Iterable[str] = ()) -> RuleSet:
+    """Every shipped rule, then those of --rules DIRs. Raises ConfigError on a duplicate id."""
+    rules: List[Rule] = []
+    matrices: Dict[str, List[Dict[str, Any]]] = {}
+    seen: Dict[str, str] = {}
+    for path in data_files("rules", extra_dirs):
+        file_rules, file_mats = load_rule_file(path)
+        for r in file_rules:
+            if r.id in seen:
+                raise ConfigError(f"{path}: rule {r.id}: already defined in {seen[r.id]}")
+            seen[r.id] = path
+        rules.extend(file_rules)
+        for k, rows in file_mats.items():
+            matrices.setdefault(k, []).extend(rows)
+    return RuleSet(rules, matrices)
+
+
+# -- evaluation --------------------------------------------------------------------------
+class _Scope:
+    def __init__(self, root: Dict[str, Any], it: Any = None, it_path: str = "") -> None:
+        self.root, self.it, self.it_path = root, it, it_path
+
+    def resolve(self, path: str) -> Tuple[Any, str]:
+        """(value, absolute fact path) for `it.x` or an absolute path."""
+        if path == "it":
+            return self.it, self.it_path
+        if path.startswith("it."):
+            rel = path[3:]
+            return lookup(self.it, rel), f"{self.it_path}.{rel}"
+        return lookup(self.root, path), path
+
+
+def _num(v: Any) -> Optional[float]:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    return None
+
+
+def _compare(op: str, got: Any, want: Any) -> bool:
+    if got is None or want is None:
+        return False
+    if op.startswith("version_"):
+        if op == "version_prefix":
+            return versions.prefix_match(str(got), str(want))
+        c = versions.compare(str(got), str(want))
+        if c is None:
+            return False
+        return {"version_lt": c < 0, "version_le": c <= 0, "version_gt": c > 0,
+                "version_ge": c >= 0, "version_eq": c == 0, "version_ne": c != 0}[op]
+    if op in ("eq", "ne"):
+        ng, nw = _num(got), _num(want)
+        same = (ng == nw) if (ng is not None and nw is not None) else (got == want or str(got) == str(want))
+        return same if op == "eq" else not same
+    if op in ("lt", "le", "gt", "ge"):
+        ng, nw = _num(got), _num(want)
+        if ng is None or nw is None:
+            return False
+        return {"lt": ng < nw, "le": ng <= nw, "gt": ng > nw, "ge": ng >= nw}[op]
+    if op == "in":
+        return got in want or str(got) in [str(w) for w in want]
+    if op == "not_in":
+        return not (got in want or str(got) in [str(w) for w in want])
+    if op == "contains":
+        if isinstance(got, (list, str)):
+            return want in got
+        return False
+    if op == "matches":
+        return re.search(str(want), str(got)) is not None
+    raise ValueError(op)
+
+
+def _holds(cond: Dict[str, Any], scope: _Scope) -> bool:
+    if "any" in cond:
+        return any(_holds(c, scope) for c in cond["any"])
+    if "all" in cond:
+        return all(_holds(c, scope) for c in cond["all"])
+    if "not" in cond:
+        return not _holds(cond["not"], scope)
+    got, _ = scope.resolve(cond["fact"])
+    op = next(k for k in cond if k != "fact")
+    if op == "exists":
+        return (got is not None) == bool(cond[op])
+    want = cond[op]
+    if op.endswith("_fact"):
+        want, _ = scope.resolve(want)
+        op = op[: -len("_fact")]
+    return _compare(op, got, want)
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "?"
+    if isinstance(v, float):
+        return f"{v:.2f}".rstrip("0").rstrip(".")
+    if isinstance(v, list):
+        return ", ".join(_fmt(x) for x in v)
+    return str(v)
+
+
+def render(template: str, scope: _Scope) -> str:
+    """Fill `{path}` placeholders with fact values (`?` when unknown). No code runs."""
+    return _TEMPLATE_RE.sub(lambda m: _fmt(scope.resolve(m.group(1))[0]), template)
+
+
+def evaluate(ruleset: RuleSet, facts: Facts, probes: List[Dict[str, Any]]) -> List[Finding]:
+    """Findings for every rule match, in rule order, one per (id, subject, message)."""
+    root = dict(facts.data)
+    root["probes"] = probes
+    findings: List[Finding] = []
+    seen = set()
+    for rule in ruleset.rules:
+        for match in rule.matches:
+            for scope in _scopes(root, match.for_each):
+                if not all(_holds(c, scope) for c in match.when):
+                    continue
+                subject = render(match.subject, scope) if match.subject else ""
+                message = render(match.message, scope)
+                key = (rule.id, subject, message)
+                if key in seen:
+                    continue
+                seen.add(key)
+                evidence = []
+                for ev in match.evidence:
+                    val, abs_path = scope.resolve(ev)
+                    if val is None:
+                        continue
+                    item: Dict[str, Any] = {"fact": abs_path, "value": val}
+                    src = facts.source_of(abs_path)
+                    if src:
+                        item["source"] = src
+                    evidence.append(item)
+                fixes = []
+                for fx in match.fixes + rule.fixes:
+                    if fx.when and not all(_holds(c, scope) for c in fx.when):
+                        continue
+                    d: Dict[str, Any] = {"kind": fx.kind, "text": render(fx.text, scope)}
+                    if fx.sysfs_write:
+                        d["sysfs_write"] = {"path": render(fx.sysfs_write["path"], scope),
+                                            "value": render(str(fx.sysfs_write["value"]), scope)}
+                    fixes.append(d)
+                for url in rule.docs:
+                    if not any(f["text"] == url for f in fixes):
+                        fixes.append({"kind": "doc", "text": url})
+                findings.append(Finding(rule.id, match.severity or rule.severity, rule.title,
+                                        message, subject, evidence, fixes))
+    return findings
+
+
+def _scopes(root: Dict[str, Any], for_each: Optional[str]):
+    if not for_each:
+        yield _Scope(root)
+        return
+    items = lookup(root, for_each)
+    if isinstance(items, dict):
+        for k, v in items.items():
+            yield _Scope(root, v, f"{for_each}.{k}")
+    elif isinstance(items, list):
+        base = for_each
+        for i, v in enumerate(items):
+            yield _Scope(root, v, f"{base}[{i}]")
+
+
+def filter_findings(findings: List[Finding], select: Iterable[str] = (),
+                    ignore: Iterable[str] = ()) -> List[Finding]:
+    sel, ign = set(select), set(ignore)
+    return [f for f in findings if (not sel or f.id in sel) and f.id not in ign]
+
+
+def known_ids(ruleset: RuleSet) -> List[str]:
+    return [r.id for r in ruleset.rules]
+
+
+__all__ = ["Finding", "Rule", "RuleSet", "load_rules", "load_rule_file", "evaluate",
+           "filter_findings", "SEVERITY_RANK", "split_path"]
