@@ -50,7 +50,7 @@ SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {"info": 1, "warning": 2, "error": 3}
 FIX_KINDS = ("now", "persist", "doc")
 RULE_KEYS = {"id", "severity", "title", "explain", "docs", "match", "fix", "for_each", "when",
-             "subject", "message", "evidence", "tags"}
+             "subject", "message", "evidence", "tags", "extend"}
 MATCH_KEYS = {"for_each", "when", "subject", "message", "evidence", "severity", "fix"}
 FIX_KEYS = {"kind", "text", "sysfs_write", "when", "url"}
 _CMP = {"eq", "ne", "lt", "le", "gt", "ge", "in", "not_in", "contains", "matches",
@@ -89,6 +89,7 @@ class Rule:
     matches: List[Match]
     fixes: List[Fix]
     file: str = ""
+    extend: bool = False
 
 
 @dataclass
@@ -190,6 +191,13 @@ def _parse_rule(raw: Any, path: str, n: int) -> Rule:
     unknown = set(raw) - RULE_KEYS
     if unknown:
         raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r}")
+    if raw.get("extend"):
+        # adds detection paths to a rule defined (with title, explain, severity) elsewhere
+        extra = set(raw) - {"id", "extend", "match", "fix", "for_each", "when", "subject",
+                            "message", "evidence", "docs"}
+        if extra:
+            raise ConfigError(f"{where}: an `extend = true` rule may not set {sorted(extra)[0]!r}")
+        raw = dict(raw, severity="info", title="(extension)", explain="(extension)")
     sev = raw.get("severity")
     if sev not in SEVERITIES:
         raise ConfigError(f"{where}: severity must be error, warning or info (got {sev!r})")
@@ -227,8 +235,10 @@ def _parse_rule(raw: Any, path: str, n: int) -> Rule:
     docs = raw.get("docs", [])
     if not isinstance(docs, list):
         raise ConfigError(f"{where}: docs must be a list of URLs")
-    return Rule(rid, sev, raw["title"].strip(), raw["explain"].strip(), docs, matches,
+    rule = Rule(rid, sev, raw["title"].strip(), raw["explain"].strip(), docs, matches,
                 _parse_fixes(raw.get("fix"), where), file=path)
+    rule.extend = bool(raw.get("extend"))
+    return rule
 
 
 def load_rule_file(path: str) -> Tuple[List[Rule], Dict[str, List[Dict[str, Any]]]]:
@@ -259,17 +269,32 @@ def load_rule_file(path: str) -> Tuple[List[Rule], Dict[str, List[Dict[str, Any]
 def load_rules(extra_dirs: Iterable[str] = ()) -> RuleSet:
     """Every shipped rule, then those of --rules DIRs. Raises ConfigError on a duplicate id."""
     rules: List[Rule] = []
+    extensions: List[Rule] = []
     matrices: Dict[str, List[Dict[str, Any]]] = {}
     seen: Dict[str, str] = {}
     for path in data_files("rules", extra_dirs):
         file_rules, file_mats = load_rule_file(path)
         for r in file_rules:
+            if r.extend:
+                extensions.append(r)
+                continue
             if r.id in seen:
-                raise ConfigError(f"{path}: rule {r.id}: already defined in {seen[r.id]}")
+                raise ConfigError(f"{path}: rule {r.id}: already defined in {seen[r.id]} "
+                                  "(use `extend = true` to add matches to it)")
             seen[r.id] = path
-        rules.extend(file_rules)
+            rules.append(r)
         for k, rows in file_mats.items():
             matrices.setdefault(k, []).extend(rows)
+    by_id = {r.id: r for r in rules}
+    for ext in extensions:
+        base = by_id.get(ext.id)
+        if base is None:
+            raise ConfigError(f"{ext.file}: rule {ext.id}: extends a rule that is not defined")
+        for m in ext.matches:
+            # fixes given at the extension's top level belong to its own matches
+            m.fixes = m.fixes + ext.fixes
+        base.matches.extend(ext.matches)
+        base.docs.extend(d for d in ext.docs if d not in base.docs)
     return RuleSet(rules, matrices)
 
 
