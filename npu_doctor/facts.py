@@ -96,6 +96,9 @@ class Facts:
         if isinstance(value, dict):
             for k, v in value.items():
                 self._record_sources(f"{path}.{k}", v, source)
+        elif isinstance(value, list) and value and all(isinstance(x, dict) for x in value):
+            for i, v in enumerate(value):
+                self._record_sources(f"{path}[{i}]", v, source)
         else:
             self.sources[path] = source
 
