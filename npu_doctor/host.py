@@ -392,7 +392,7 @@ class SnapshotHost(Host):
             raise SnapshotError(f"snapshot {path}: no such file or directory")
         if os.path.isdir(path):
             self.root = os.path.abspath(path)
-        elif tarfile.is_tarfile(path):
+        elif _is_tarfile(path) or path.endswith((".tar.gz", ".tgz", ".tar")):
             self.root = self._extract(path)
         else:
             raise SnapshotError(f"snapshot {path}: neither a directory nor a .tar.gz archive")
@@ -667,6 +667,14 @@ class SnapshotHost(Host):
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
+
+
+def _is_tarfile(path: str) -> bool:
+    try:
+        return tarfile.is_tarfile(path)
+    except (OSError, EOFError, tarfile.TarError):
+        # gzip raises EOFError/BadGzipFile on a truncated or corrupt archive
+        return False
 
 
 def mode_allows(st: StatInfo, ident: Identity, write: bool = True) -> bool:

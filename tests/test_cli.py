@@ -1,0 +1,139 @@
+"""The command line: exit codes, JSON on stdout only, one-line errors, --help that teaches."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from conftest import case_path, run_cli
+
+
+def test_version_and_help():
+    out = run_cli("--version")
+    assert out.returncode == 0 and "npu-doctor" in out.stdout
+    helped = run_cli("check", "--help")
+    assert helped.returncode == 0
+    for word in ("--snapshot", "--format", "--fail-on", "--select", "--ignore", "Exit status"):
+        assert word in helped.stdout
+
+
+def test_live_json_report_follows_the_contract():
+    out = run_cli("check", "--format", "json", "--fail-on", "never")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["schema"] == "npu-doctor/report/v1"
+    assert report["host"]["source"] == "live"
+    assert set(report) >= {"tool", "host", "facts", "findings", "probes"}
+    for p in report["probes"]:
+        assert p["status"] in ("ok", "no_data", "error")
+        assert isinstance(p["duration_s"], (int, float))
+
+
+def test_missing_snapshot_is_exit_2_with_one_line(tmp_path):
+    out = run_cli("check", "--snapshot", str(tmp_path / "nope"))
+    assert out.returncode == 2
+    assert out.stdout == ""
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert "nope" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_corrupt_snapshot_archive_is_exit_2(tmp_path):
+    bad = tmp_path / "board.tar.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00garbage")
+    out = run_cli("check", "--snapshot", str(bad))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_broken_rules_file_is_exit_2_naming_file_and_rule(tmp_path):
+    d = tmp_path / "rules"
+    d.mkdir()
+    (d / "site.toml").write_text('[[rule]]\nid = "my-rule"\nseverity = "warning"\ntitle = "t"\n'
+                                 'explain = "e"\nwhen = [{fact = "os.id", eq = "debian"}]\n'
+                                 'message = "m"\nflavour = "x"\n')
+    out = run_cli("check", "--rules", str(d))
+    assert out.returncode == 2
+    line = out.stderr.strip()
+    assert "site.toml" in line and "my-rule" in line and "flavour" in line
+    assert len(line.splitlines()) == 1
+
+
+def test_broken_probe_spec_is_exit_2(tmp_path):
+    d = tmp_path / "probes"
+    d.mkdir()
+    (d / "site.toml").write_text('[[probe]]\nid = "mine"\ncollector = "no_such_collector"\n')
+    out = run_cli("check", "--probes", str(d))
+    assert out.returncode == 2 and "mine" in out.stderr and "no_such_collector" in out.stderr
+
+
+def test_site_rule_fires_and_fail_on_sets_exit_code(tmp_path):
+    d = tmp_path / "rules"
+    d.mkdir()
+    (d / "site.toml").write_text('[[rule]]\nid = "site-os-seen"\nseverity = "warning"\ntitle = "Seen"\n'
+                                 'explain = "e"\nwhen = [{fact = "os.id", exists = true}]\n'
+                                 'message = "os is {os.id}"\nevidence = ["os.id"]\n')
+    snap = case_path("k05-rk3588-healthy")
+    base = ("check", "--snapshot", str(snap), "--rules", str(d))
+    assert run_cli(*base).returncode == 0                      # default --fail-on error
+    assert run_cli(*base, "--fail-on", "warning").returncode == 1
+    assert run_cli(*base, "--fail-on", "warning", "--ignore", "site-os-seen").returncode == 0
+    out = run_cli(*base, "--format", "json", "--select", "site-os-seen", "--fail-on", "never")
+    report = json.loads(out.stdout)
+    assert [f["id"] for f in report["findings"]] == ["site-os-seen"]
+    assert report["findings"][0]["evidence"][0]["source"] == "/etc/os-release"
+
+
+def test_unknown_rule_id_in_select_is_usage_error():
+    out = run_cli("check", "--select", "no-such-rule")
+    assert out.returncode == 2 and "no-such-rule" in out.stderr
+
+
+def test_no_color_and_non_tty_text_has_no_escape_codes():
+    out = run_cli("check", "--fail-on", "never", env={"NO_COLOR": "1"})
+    assert "\x1b[" not in out.stdout
+    forced = run_cli("check", "--fail-on", "never", "--color", "always")
+    assert "\x1b[" in forced.stdout
+
+
+def test_rules_list_and_explain():
+    lst = run_cli("rules", "list")
+    assert lst.returncode == 0 and "probe-failed" in lst.stdout
+    ex = run_cli("rules", "explain", "probe-failed")
+    assert ex.returncode == 0 and "probe-failed" in ex.stdout
+    bad = run_cli("rules", "explain", "no-such-rule")
+    assert bad.returncode == 2 and "no-such-rule" in bad.stderr
+
+
+def test_probe_with_missing_hanging_failing_and_garbage_commands(tmp_path):
+    """Each bad command gives a probe status, and the rest of the report still comes."""
+    probes = tmp_path / "probes"
+    probes.mkdir()
+    (probes / "site.toml").write_text(
+        '[[probe]]\nid = "t-missing"\nrun = ["no-such-tool"]\nparser = "os_release"\ninto = "t.missing"\n'
+        '[[probe]]\nid = "t-hang"\nrun = ["hang"]\nparser = "os_release"\ninto = "t.hang"\ntimeout_s = 0.3\n'
+        '[[probe]]\nid = "t-fail"\nrun = ["fail"]\nparser = "os_release"\ninto = "t.fail"\n'
+        '[[probe]]\nid = "t-garbage"\nrun = ["garbage"]\nparser = "os_release"\ninto = "t.garbage"\n')
+    snap = tmp_path / "snap"
+    (snap / "fs/etc").mkdir(parents=True)
+    (snap / "fs/etc/os-release").write_text('ID=debian\nVERSION_ID="12"\n')
+    (snap / "commands.toml").write_text(
+        '[[command]]\nargv = ["hang"]\ntimed_out = true\n'
+        '[[command]]\nargv = ["fail"]\nreturncode = 3\nstdout = ""\nstderr = "fail: device not ready"\n'
+        '[[command]]\nargv = ["garbage"]\nreturncode = 0\nstdout = "\\u0000\\u0001 %%%"\n')
+    out = run_cli("check", "--snapshot", str(snap), "--probes", str(probes), "--format", "json",
+                  "--fail-on", "never")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    status = {p["id"]: p for p in report["probes"]}
+    assert status["t-missing"]["status"] == "no_data"
+    assert status["t-hang"]["status"] == "error" and "timed out" in status["t-hang"]["error"]
+    assert status["t-fail"]["status"] == "error" and "exited 3" in status["t-fail"]["error"]
+    assert status["t-garbage"]["status"] == "error" and "unparsable" in status["t-garbage"]["error"]
+    failed = {f["subject"] for f in report["findings"] if f["id"] == "probe-failed"}
+    assert failed == {"t-hang", "t-fail", "t-garbage"}
+    assert report["facts"]["os"]["id"] == "debian"
+
+
+def test_python_dash_m_entry_point():
+    out = run_cli("--help")
+    assert out.returncode == 0 and "check" in out.stdout
