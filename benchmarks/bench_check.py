@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Benchmark `npu-doctor check` against baselines measured in the same run, as ratios.
+
+    python benchmarks/bench_check.py [--runs N] [--case DIR]
+
+Rows (median wall time of N runs of a fresh process each):
+- floor:        python -c "import click, psutil, packaging"  (what any such CLI pays)
+- collect_env:  python -m torch.utils.collect_env            (what users run today; needs torch)
+- check live:   npu-doctor check --format json on this host
+- check snap:   npu-doctor check --snapshot CASE --format json
+- check hang:   a snapshot whose every command hangs (timed_out = true): costs only the timeout
+
+Goals (issue 2): snapshot <= 3x floor; live <= 0.1x collect_env; hang ~= the largest probe
+timeout, not the sum of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_CASE = REPO.parent / "shared" / "cases" / "k01-rk3588-npu-autosuspend"
+HANG_ARGVS = [["dmesg"], ["npu-smi", "info"], ["hailortcli", "fw-control", "identify"],
+              ["xrt-smi", "examine"], ["nvidia-smi", "-q"], ["ldconfig", "-p"], ["id"],
+              ["dpkg-query", "-W"]]
+
+
+def timed(argv, runs, env=None):
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        times.append(time.perf_counter() - t0)
+        if proc.returncode not in (0, 1):
+            return None, proc.stderr.decode(errors="replace").strip().splitlines()[-1:]
+    return statistics.median(times), None
+
+
+def hang_snapshot(base: Path) -> Path:
+    snap = Path(tempfile.mkdtemp(prefix="npu-doctor-bench-hang-"))
+    if base.is_dir() and (base / "fs").is_dir():
+        shutil.copytree(base / "fs", snap / "fs", symlinks=True)
+    lines = []
+    for argv in HANG_ARGVS:
+        lines.append("[[command]]\nargv = [%s]\ntimed_out = true\n" % ", ".join('"%s"' % a for a in argv))
+    (snap / "commands.toml").write_text("\n".join(lines))
+    return snap
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--case", default=str(DEFAULT_CASE))
+    args = ap.parse_args()
+    py = sys.executable
+    tool = [py, "-m", "npu_doctor"]
+    env = dict(os.environ, NO_COLOR="1")
+    rows = {}
+    rows["floor"] = timed([py, "-c", "import click, psutil, packaging"], args.runs)
+    try:
+        import torch  # noqa: F401
+        have_torch = True
+    except ImportError:
+        have_torch = False
+    rows["collect_env"] = (timed([py, "-m", "torch.utils.collect_env"], max(1, args.runs // 2))
+                           if have_torch else (None, ["torch not installed: pip install torch==2.13.0"]))
+    rows["check live"] = timed(tool + ["check", "--format", "json", "--fail-on", "never"], args.runs, env)
+    rows["check snap"] = timed(tool + ["check", "--snapshot", args.case, "--format", "json",
+                                       "--fail-on", "never"], args.runs, env)
+    hang = hang_snapshot(Path(args.case))
+    try:
+        rows["check hang"] = timed(tool + ["check", "--snapshot", str(hang), "--format", "json",
+                                           "--fail-on", "never"], 1, env)
+    finally:
+        shutil.rmtree(hang, ignore_errors=True)
+
+    print(f"{'row':<12} {'median s':>9}  note")
+    for name, (t, err) in rows.items():
+        print(f"{name:<12} {t:>9.3f}" if t is not None else f"{name:<12} {'n/a':>9}  {err[0] if err else ''}")
+    floor = rows["floor"][0]
+    snap = rows["check snap"][0]
+    live = rows["check live"][0]
+    cenv = rows["collect_env"][0]
+    print()
+    if floor and snap:
+        print(f"snapshot / floor     = {snap / floor:.2f}x  (goal <= 3)")
+    if cenv and live:
+        print(f"live / collect_env   = {live / cenv:.3f}x  (goal <= 0.1)")
+    if floor and live:
+        print(f"live / floor         = {live / floor:.2f}x")
+    if rows["check hang"][0] is not None:
+        from npu_doctor.probes import load_specs
+
+        longest = max(s.timeout_s for s in load_specs())
+        print(f"all commands hang    = {rows['check hang'][0]:.2f} s  (largest probe timeout {longest:g} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
