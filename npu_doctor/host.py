@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import fnmatch
+import io
 import os
 import posixpath
 import re
@@ -25,7 +26,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import BinaryIO, Dict, List, Optional, Sequence, Tuple
 
 from .errors import AccessDenied, CommandNotFound, HostError, NotFound, SnapshotError
 from .tomlcompat import tomllib
@@ -121,6 +122,12 @@ class Host:
     def read_bytes(self, path: str, max_bytes: int = READ_CAP_BYTES) -> bytes:
         """Contents of a file (at most max_bytes). Raises NotFound, AccessDenied, HostError."""
         raise NotImplementedError
+
+    def open_binary(self, path: str) -> BinaryIO:
+        """A seekable binary file object for random-access reads (ELF headers and sections of
+        libraries too large to read whole). The caller closes it. Raises NotFound,
+        AccessDenied, HostError. This default reads at most READ_CAP_BYTES into memory."""
+        return io.BytesIO(self.read_bytes(path))
 
     def listdir(self, path: str) -> List[str]:
         """Sorted names in a directory. Raises NotFound, AccessDenied."""
@@ -230,6 +237,12 @@ class LiveHost(Host):
         try:
             with open(path, "rb") as f:
                 return f.read(max_bytes)
+        except OSError as e:
+            raise self._wrap(path, e) from None
+
+    def open_binary(self, path: str) -> BinaryIO:
+        try:
+            return open(path, "rb")
         except OSError as e:
             raise self._wrap(path, e) from None
 
@@ -486,6 +499,19 @@ class SnapshotHost(Host):
         try:
             with open(local, "rb") as f:
                 return f.read(max_bytes)
+        except FileNotFoundError:
+            raise NotFound(path, "no such file") from None
+        except PermissionError:
+            raise AccessDenied(path, "permission denied") from None
+        except OSError as e:
+            raise HostError(path, e.strerror or str(e)) from None
+
+    def open_binary(self, path: str) -> BinaryIO:
+        local = self._local(path)
+        if os.path.isdir(local):
+            raise HostError(path, "is a directory")
+        try:
+            return open(local, "rb")
         except FileNotFoundError:
             raise NotFound(path, "no such file") from None
         except PermissionError:
