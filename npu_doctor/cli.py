@@ -196,6 +196,9 @@ def rules_explain(rule_id, rule_dirs):
     click.echo(f"\nDefined in {rule.file}")
 
 
+from . import cli_watch  # noqa: E402,F401  (registers `watch` and `fix`)
+
+
 def run() -> None:
     """Entry point that turns any stray NpuDoctorError into one line and exit 2."""
     try:

@@ -1,0 +1,218 @@
+"""`npu-doctor watch` as systemd runs it: a subprocess, a notify socket, a snapshot that changes."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+
+from conftest import REPO, case_path
+
+
+class Daemon:
+    def __init__(self, snap, *args, watchdog_usec=400000):
+        self.name = f"npu-doctor-test-{uuid.uuid4().hex[:12]}"
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind("\0" + self.name)
+        self.sock.settimeout(0.1)
+        env = dict(os.environ, NOTIFY_SOCKET="@" + self.name, WATCHDOG_USEC=str(watchdog_usec),
+                   NO_COLOR="1")
+        env.pop("WATCHDOG_PID", None)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "npu_doctor", "watch", "--snapshot", str(snap), "--log-format", "json",
+             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(REPO))
+        self.events: "queue.Queue[dict]" = queue.Queue()
+        self.notes: "queue.Queue[tuple]" = queue.Queue()
+        threading.Thread(target=self._read_out, daemon=True).start()
+        threading.Thread(target=self._read_sock, daemon=True).start()
+
+    def _read_out(self):
+        for line in self.proc.stdout:
+            self.events.put(json.loads(line))
+
+    def _read_sock(self):
+        while True:
+            try:
+                data = self.sock.recv(4096)
+            except socket.timeout:
+                if self.proc.poll() is not None:
+                    return
+                continue
+            except OSError:
+                return
+            for line in data.decode().splitlines():
+                self.notes.put((time.monotonic(), line))
+
+    def wait_note(self, text, timeout=15.0):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                t, line = self.notes.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if line == text:
+                return t
+        raise AssertionError(f"no {text} within {timeout} s")
+
+    def wait_event(self, name, timeout=10.0):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                ev = self.events.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if ev["event"] == name:
+                return ev
+        raise AssertionError(f"no {name} event within {timeout} s")
+
+    def drain_events(self, seconds):
+        end, out = time.monotonic() + seconds, []
+        while time.monotonic() < end:
+            try:
+                out.append(self.events.get(timeout=0.05))
+            except queue.Empty:
+                pass
+        return out
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.sock.close()
+
+
+@pytest.fixture
+def board(tmp_path):
+    snap = tmp_path / "board"
+    shutil.copytree(case_path("k05-rk3588-healthy"), snap, symlinks=True)
+    return snap
+
+
+def zone_temp_file(snap, zone_type):
+    for zone in sorted((snap / "fs/sys/class/thermal").glob("thermal_zone*")):
+        if (zone / "type").read_text().strip() == zone_type:
+            return zone / "temp"
+    raise AssertionError(zone_type)
+
+
+def write(path, text):
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def test_watch_lifecycle_under_systemd_notify(board, tmp_path):
+    rules = tmp_path / "site-rules"
+    rules.mkdir()
+    (rules / "site.toml").write_text(
+        '[[rule]]\nid = "site-note"\nseverity = "info"\ntitle = "t"\nexplain = "e"\n'
+        'when = [{fact = "os.id", eq = "never-this"}]\nmessage = "m"\n')
+    d = Daemon(board, "--interval", "0.2", "--check-interval", "3600", "--rules", str(rules))
+    try:
+        d.wait_note("READY=1")
+        pings = [d.wait_note("WATCHDOG=1", 2.0) for _ in range(3)]
+        assert pings[-1] - pings[0] < 1.5
+
+        soc = zone_temp_file(board, "soc-thermal")
+        write(soc, "90000\n")  # above the 75 °C and 85 °C passive trips
+        start = d.wait_event("throttling-start")
+        assert start["subject"] == "soc-thermal" and start["severity"] == "warning"
+        assert "90.0 °C >= passive trip 75.0 °C" in start["message"]
+        more = d.drain_events(1.0)
+        assert not [e for e in more if e["event"] == "throttling-start"], more
+
+        write(soc, "40000\n")
+        end = d.wait_event("throttling-end")
+        assert end["subject"] == "soc-thermal" and end["duration_s"] >= 0.8
+
+        status = board / "fs/sys/devices/platform/fdab0000.npu/power/runtime_status"
+        write(status, "suspended\n")
+        susp = d.wait_event("runtime-suspend")
+        assert "fdab0000.npu" in susp["subject"]
+
+        (rules / "site.toml").write_text('[[rule]]\nid = "site-note"\nseverity = "loud"\n')
+        d.proc.send_signal(signal.SIGHUP)
+        rejected = d.wait_event("config-rejected")
+        assert "site.toml" in rejected["message"] and "site-note" in rejected["message"]
+        d.wait_note("WATCHDOG=1", 2.0)  # still alive and sampling
+        write(status, "active\n")
+        d.wait_event("runtime-resume")
+
+        t0 = time.monotonic()
+        d.proc.send_signal(signal.SIGTERM)
+        d.wait_note("STOPPING=1", 2.0)
+        assert d.proc.wait(timeout=2.0) == 0
+        assert time.monotonic() - t0 < 2.0
+        assert "Traceback" not in d.proc.stderr.read()
+    finally:
+        d.close()
+
+
+def test_hung_probe_stops_the_watchdog_pings(board, tmp_path):
+    probes = tmp_path / "probes"
+    probes.mkdir()
+    (probes / "hang.toml").write_text(
+        '[[probe]]\nid = "vendor-tool"\nrun = ["vendor-tool"]\nparser = "os_release"\n'
+        'into = "vendor"\ntimeout_s = 3\nfast = true\n')
+    with open(board / "commands.toml", "a") as f:
+        f.write('\n[[command]]\nargv = ["vendor-tool"]\ntimed_out = true\n')
+    d = Daemon(board, "--interval", "0.2", "--check-interval", "3600", "--probes", str(probes),
+               watchdog_usec=400000)
+    try:
+        ready = d.wait_note("READY=1", 20)
+        # each sample waits for the hung tool: pings come ~3 s apart, far past WATCHDOG_USEC,
+        # so systemd would kill and restart the daemon
+        nxt = d.wait_note("WATCHDOG=1", 10)
+        nxt2 = d.wait_note("WATCHDOG=1", 10)
+        assert nxt2 - nxt > 0.4 * 4
+        ev = d.wait_event("probe-failed", 1)
+        assert ev["subject"] == "vendor-tool"
+    finally:
+        d.close()
+
+
+def test_no_notify_socket_is_fine_and_journal_lines_have_priority(board):
+    env = dict(os.environ)
+    env.pop("NOTIFY_SOCKET", None)
+    proc = subprocess.Popen([sys.executable, "-m", "npu_doctor", "watch", "--snapshot", str(board),
+                             "--interval", "0.2"], stdout=subprocess.PIPE, text=True, env=env, cwd=str(REPO))
+    try:
+        time.sleep(1.5)
+        write(zone_temp_file(board, "soc-thermal"), "90000\n")
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0
+    lines = [l for l in out.splitlines() if "throttling-start" in l]
+    assert lines == ["<4>throttling-start soc-thermal: 90.0 °C >= passive trip 75.0 °C"]
+
+
+def test_textfile_metrics_are_written(board, tmp_path):
+    pytest.importorskip("prometheus_client")
+    out_dir = tmp_path / "textfile"
+    out_dir.mkdir()
+    d = Daemon(board, "--interval", "0.2", "--check-interval", "3600", "--textfile-dir", str(out_dir))
+    try:
+        d.wait_note("READY=1")
+        write(zone_temp_file(board, "soc-thermal"), "90000\n")
+        d.wait_event("throttling-start")
+        d.wait_note("WATCHDOG=1", 2.0)
+        text = (out_dir / "npu_doctor.prom").read_text()
+        assert 'npu_doctor_throttling{zone="soc-thermal"} 1.0' in text
+        assert 'npu_doctor_thermal_zone_temperature_celsius{zone="soc-thermal"} 90.0' in text
+        assert not list(out_dir.glob("*.tmp*")) or all(p.name == "npu_doctor.prom" for p in out_dir.iterdir())
+    finally:
+        d.close()
