@@ -1,0 +1,275 @@
+"""Rockchip RKNN user space: runtime library versions, Python toolkits, runtime-log banners,
+and the runtime <-> rknpu driver check against `rules/rockchip.toml` matrices.
+
+Facts:
+- `sdks.librknnrt` / `sdks.librknnmrt` / `sdks.rknn_server`: {version, build, path} read from
+  the version string inside the binary (bytes are scanned; nothing is loaded), or from the
+  runtime's init banner in a runtime log (then `path` is absent and the source is the log).
+- `sdks.rknn_toolkit_lite2`, `sdks.rknn_toolkit2`, `sdks.rkllm`: {version, path} from Python
+  distribution metadata (live) or from what a runtime log prints.
+- `rknn.runtime_log`: {source, driver_version, model_version, model_toolkit_version,
+  invalid_model_version, driver_required, driver_recommended, rkllm_driver_min} as the log states.
+- `drivers.rknpu.version` from the runtime's `RKNN Driver Information` line when no better source
+  (debugfs, set by the accelerators probe) gave one (deriver, after all probes).
+- `compat[]`: one record per runtime/driver and toolkit/runtime pair checked (see
+  `derive_rknn_compat`).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any, Dict, List, Optional, Tuple
+
+from .. import versions
+from ..errors import HostError
+from ..facts import Facts
+from ..host import Host
+from ..parsers.rknn import parse_dist_version, parse_lib_version, parse_runtime_log
+from ..probes import NoData, ProbeContext
+from ..registry import collector, deriver
+
+#: Where the board images and the rknpu2 / rknn-toolkit2 install docs put the runtimes.
+LIB_PATHS = (
+    "/usr/lib/librknnrt.so", "/usr/lib64/librknnrt.so", "/usr/lib/aarch64-linux-gnu/librknnrt.so",
+    "/usr/lib/arm-linux-gnueabihf/librknnrt.so", "/usr/local/lib/librknnrt.so",
+    "/usr/lib/librknnmrt.so", "/oem/usr/lib/librknnmrt.so", "/usr/local/lib/librknnmrt.so",
+    "/usr/bin/rknn_server", "/usr/local/bin/rknn_server",
+)
+SITE_GLOBS = (
+    "/usr/lib/python3*/site-packages", "/usr/lib/python3/dist-packages",
+    "/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages",
+    "/home/*/.local/lib/python3*/site-packages", "/root/.local/lib/python3*/site-packages",
+    "/home/*/miniconda3/envs/*/lib/python3*/site-packages",
+    "/home/*/*/lib/python3*/site-packages",
+)
+DISTS = {"rknn_toolkit_lite2": "rknn_toolkit_lite2", "rknn_toolkit2": "rknn_toolkit2",
+         "rkllm": "rkllm"}
+MAX_LIB_BYTES = 64 * 1024 * 1024
+
+
+def _scan_lib(ctx: ProbeContext, path: str) -> Optional[Dict[str, str]]:
+    try:
+        data = ctx.host.read_bytes(path, MAX_LIB_BYTES)
+    except HostError as e:
+        if e.__class__.__name__ == "AccessDenied":
+            ctx.denied(path, "RKNN runtime version")
+        return None
+    return parse_lib_version(data)
+
+
+def python_dists(host: Host, prefixes: Tuple[str, ...], site_globs=SITE_GLOBS) -> Dict[str, Tuple[str, str]]:
+    """{dist name prefix: (version, dist-info path)} of installed Python distributions whose
+    normalised name starts with one of `prefixes` (first found wins)."""
+    found: Dict[str, Tuple[str, str]] = {}
+    for pattern in site_globs:
+        for site in host.glob(pattern):
+            try:
+                names = host.listdir(site)
+            except HostError:
+                continue
+            for name in names:
+                if not name.endswith((".dist-info", ".egg-info")):
+                    continue
+                norm = name.replace("-", "_").lower()
+                for pre in prefixes:
+                    if not norm.startswith(pre.lower() + "_") and not norm.startswith(pre.lower() + "-"):
+                        continue
+                    if pre in found:
+                        continue
+                    full = posixpath.join(site, name)
+                    meta = None
+                    for fn in ("METADATA", "PKG-INFO"):
+                        try:
+                            meta = host.read_text(posixpath.join(full, fn), 65536)
+                            break
+                        except HostError:
+                            continue
+                    ver = parse_dist_version(name, meta)
+                    if ver:
+                        found[pre] = (ver, full)
+    return found
+
+
+@collector("rknn_runtime")
+def collect_rknn_runtime(ctx: ProbeContext) -> None:
+    libs = list(ctx.args.get("libs", LIB_PATHS))
+    for path in libs:
+        if not ctx.host.exists(path):
+            continue
+        got = _scan_lib(ctx, path)
+        if not got:
+            continue
+        key = f"sdks.{got['library']}"
+        if ctx.facts.get(key) is not None:
+            continue
+        ctx.facts.set(f"{key}.version", got["version"], path)
+        ctx.facts.set(f"{key}.build", got.get("build"), path)
+        ctx.facts.set(f"{key}.path", ctx.host.realpath(path), path)
+
+    for pre, (ver, where) in python_dists(ctx.host, tuple(DISTS)).items():
+        ctx.facts.set(f"sdks.{DISTS[pre]}.version", ver, where)
+        ctx.facts.set(f"sdks.{DISTS[pre]}.path", where, where)
+
+    for source, text in ctx.host.logs():
+        parsed = parse_runtime_log(text)
+        if not parsed:
+            continue
+        _facts_from_log(ctx.facts, parsed, source)
+    if not ctx.facts.data:
+        raise NoData("no RKNN runtime, toolkit or runtime log on this host")
+
+
+def _facts_from_log(facts: Facts, parsed: Dict[str, Any], source: str) -> None:
+    rt = parsed.get("runtime")
+    if rt and facts.get(f"sdks.{rt['library']}") is None:
+        facts.set(f"sdks.{rt['library']}.version", rt["version"], source)
+        facts.set(f"sdks.{rt['library']}.build", rt.get("build"), source)
+    for key, sdk in (("toolkit_lite2_version", "rknn_toolkit_lite2"),
+                     ("toolkit2_version", "rknn_toolkit2")):
+        if parsed.get(key) and facts.get(f"sdks.{sdk}") is None:
+            facts.set(f"sdks.{sdk}.version", parsed[key], source)
+    rk = parsed.get("rkllm")
+    if rk and facts.get("sdks.rkllm") is None:
+        facts.set("sdks.rkllm.version", rk["version"], source)
+        facts.set("sdks.rkllm.platform", rk.get("platform"), source)
+    if facts.get("rknn.runtime_log") is None:
+        rec = {k: v for k, v in parsed.items() if k not in ("runtime", "rkllm")}
+        rec["source"] = source
+        facts.set("rknn.runtime_log", rec, source)
+
+
+# -- the matrix check (after all probes) ---------------------------------------------------
+_MATRIX_CACHE: Dict[str, Any] = {}
+
+
+def load_matrices() -> Dict[str, List[Dict[str, Any]]]:
+    """The `[[matrix]]` tables of the shipped rules/rockchip.toml (cached)."""
+    if "m" not in _MATRIX_CACHE:
+        from ..resources import shipped_dir
+        from ..rules import load_rule_file
+
+        path = posixpath.join(shipped_dir("rules"), "rockchip.toml")
+        try:
+            _rules, mats = load_rule_file(path)
+        except Exception:  # a broken file is reported by the rules loader itself
+            mats = {}
+        _MATRIX_CACHE["m"] = mats
+    return _MATRIX_CACHE["m"]
+
+
+def _in_range(v: str, lo: Optional[str], below: Optional[str]) -> bool:
+    if lo and (versions.compare(v, lo) or 0) < 0:
+        return False
+    if below and (versions.compare(v, below) or 0) >= 0:
+        return False
+    return versions.normalize(v) is not None
+
+
+def check_runtime_driver(component: str, runtime_version: str, driver_version: str,
+                         rows: List[Dict[str, Any]], known_driver_max: Optional[str]) -> Dict[str, Any]:
+    """One compat record for a runtime component against the rknpu driver.
+
+    status: `mismatch` (driver below the row's minimum; `kind` says whether the runtime
+    refuses it or only recommends more), `ok`, or `not-in-matrix` (no row covers this runtime
+    version, or the driver is newer than every driver the matrix knows: never a mismatch).
+    """
+    rec: Dict[str, Any] = {
+        "matrix": "rknn-runtime-driver", "subject": component,
+        "what": f"{component} {runtime_version} with rknpu driver {driver_version}",
+        "runtime": component, "runtime_version": runtime_version,
+        "driver_version": driver_version,
+    }
+    cover = [r for r in rows if r.get("runtime") == component
+             and _in_range(runtime_version, r.get("runtime_min"), r.get("runtime_below"))]
+    if not cover:
+        known = sorted({f"{r.get('runtime_min')}..<{r.get('runtime_below')}" for r in rows
+                        if r.get("runtime") == component})
+        rec.update(status="not-in-matrix",
+                   detail=f"rows cover {component} {', '.join(known) or 'no version'}")
+        return rec
+    # the strictest row that covers this runtime decides
+    cover.sort(key=lambda r: versions.normalize(r["driver_min"]) or versions.normalize("0"))
+    row = cover[-1]
+    rec.update(driver_min=row["driver_min"], kind=row.get("kind", "required"),
+               row_source=row.get("source"), row_date=row.get("date"), note=row.get("note", ""))
+    c = versions.compare(driver_version, row["driver_min"])
+    if c is None:
+        rec.update(status="not-in-matrix", detail=f"driver version {driver_version!r} unreadable")
+    elif c < 0 and rec["kind"] == "observed":
+        rec.update(status="not-in-matrix",
+                   detail=f"rknpu {driver_version} is older than any driver seen working with "
+                          f"{component} {runtime_version} (oldest seen {row['driver_min']})")
+    elif c < 0:
+        rec.update(status="mismatch",
+                   detail=f"{component} {runtime_version} {'needs' if rec['kind'] == 'required' else 'recommends'} "
+                          f"rknpu >= {row['driver_min']} ({row.get('source')})")
+    elif known_driver_max and (versions.compare(driver_version, known_driver_max) or 0) > 0:
+        rec.update(status="not-in-matrix",
+                   detail=f"rknpu {driver_version} is newer than every driver in the matrix "
+                          f"(newest known {known_driver_max})")
+    else:
+        rec.update(status="ok", detail=f"rknpu {driver_version} >= {row['driver_min']}")
+    return rec
+
+
+def _major_minor(v: str) -> Optional[Tuple[int, int]]:
+    n = versions.normalize(v)
+    if n is None:
+        return None
+    rel = list(n.release) + [0, 0]
+    return rel[0], rel[1]
+
+
+@deriver(order=60)
+def derive_rknn_compat(facts: Facts, host: Host) -> None:
+    """drivers.rknpu.version from the runtime log when nothing better set it; then `compat[]`
+    records for librknnrt/librknnmrt/rkllm vs the rknpu driver and toolkit vs runtime."""
+    log = facts.get("rknn.runtime_log") or {}
+    if facts.get("drivers.rknpu.version") is None and log.get("driver_version"):
+        src = facts.source_of("rknn.runtime_log.driver_version") or log.get("source")
+        facts.set("drivers.rknpu.version", log["driver_version"], src)
+        facts.set("drivers.rknpu.source", src, src)
+    driver = facts.get("drivers.rknpu.version")
+    mats = load_matrices()
+    rows = mats.get("rknn-runtime-driver", [])
+    known = mats.get("rknpu-driver-known", [])
+    known_max = None
+    for r in known:
+        if r.get("newest") and (known_max is None or (versions.compare(r["newest"], known_max) or 0) > 0):
+            known_max = r["newest"]
+    out: List[Dict[str, Any]] = []
+    if driver:
+        for comp in ("librknnrt", "librknnmrt", "rkllm"):
+            ver = facts.get(f"sdks.{comp}.version")
+            if ver:
+                out.append((check_runtime_driver(comp, ver, driver, rows, known_max),
+                            f"sdks.{comp}.version"))
+    # toolkit (what built or runs the model) newer than the runtime by major.minor
+    runtime = facts.get("sdks.librknnrt.version") or facts.get("sdks.librknnmrt.version")
+    invalid_logged = log.get("invalid_model_version") is not None
+    for tk_key in ("rknn_toolkit_lite2", "rknn_toolkit2"):
+        tk = facts.get(f"sdks.{tk_key}.version")
+        if not (runtime and tk) or invalid_logged:
+            continue
+        a, b = _major_minor(tk), _major_minor(runtime)
+        if a is None or b is None:
+            continue
+        rec = {"matrix": "rknn-toolkit-runtime", "subject": tk_key.replace("_", "-"),
+               "what": f"{tk_key.replace('_', '-')} {tk} with RKNN runtime {runtime}",
+               "toolkit": tk_key, "toolkit_version": tk, "runtime_version": runtime}
+        if a > b:
+            rec.update(status="mismatch", kind="required",
+                       detail=f"models from toolkit {tk} need a runtime >= {a[0]}.{a[1]} "
+                              "(rknn-toolkit-lite2 CHANGELOG: each release pairs with the runtime of its version)")
+        else:
+            rec.update(status="ok", detail=f"runtime {runtime} >= toolkit {a[0]}.{a[1]}")
+        out.append((rec, f"sdks.{tk_key}.version"))
+        break
+    if not out:
+        return
+    lst = facts.data.setdefault("compat", [])
+    for rec, src_path in out:
+        lst.append(rec)
+        src = facts.source_of(src_path)
+        if src:
+            facts.sources[f"compat[{len(lst) - 1}]"] = src

@@ -1,0 +1,59 @@
+"""Debian package database: `dpkg-query -W` default output.
+
+Format: one package per line, `name<TAB>version` (`${binary:Package}\\t${Version}`); the name
+may carry an architecture (`libze1:amd64`); packages dpkg only remembers (removed, config files
+left) print an empty version. Source: dpkg-query(1), "--show" and "--showformat".
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Dict, Iterable, List
+
+from ..registry import parser
+
+
+@parser("dpkg_query_w")
+def parse_dpkg_query(text: str) -> Dict[str, str]:
+    """{package name (architecture suffix removed): version} of installed packages.
+
+    Lines with an empty version (not installed) are left out. Raises ValueError when the text
+    holds no `name<TAB>version` line at all but is not empty.
+    """
+    out: Dict[str, str] = {}
+    bad = 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if "\t" not in line:
+            bad += 1
+            continue
+        name, _, version = line.partition("\t")
+        name, version = name.strip(), version.strip()
+        if ":" in name:
+            name = name.split(":", 1)[0]
+        if name and version:
+            out[name] = version
+    if bad and not out:
+        raise ValueError("no name<TAB>version lines (is this `dpkg-query -W` output?)")
+    return out
+
+
+def select(packages: Dict[str, str], patterns: Iterable[str]) -> List[Dict[str, str]]:
+    """[{name, version}] of the packages whose name matches any shell pattern, sorted by name."""
+    pats = list(patterns)
+    return [{"name": n, "version": v} for n, v in sorted(packages.items())
+            if any(fnmatch.fnmatchcase(n, p) for p in pats)]
+
+
+def upstream_version(deb_version: str) -> str:
+    """The upstream part of a Debian version: no epoch (`1:`), no revision (`-0ubuntu1`)."""
+    v = deb_version.strip()
+    if ":" in v.split("-", 1)[0]:
+        v = v.split(":", 1)[1]
+    if "-" in v:
+        v = v.rsplit("-", 1)[0]
+    return v
+
+
+__all__ = ["parse_dpkg_query", "select", "upstream_version"]
