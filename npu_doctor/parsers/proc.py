@@ -244,7 +244,7 @@ def parse_modules(text: str) -> List[str]:
 
 # -- libc ---------------------------------------------------------------------------------
 _LDD_GLIBC_RE = re.compile(r"^ldd \((?P<build>[^)]*)\) (?P<version>\d+\.\d+(?:\.\d+)?)", re.M)
-_MUSL_RE = re.compile(r"musl libc(?: \((?P<arch>[^)]+)\))?\s*(?:\nVersion (?P<version>[\w.]+))?")
+_MUSL_RE = re.compile(r"musl libc(?: \((?P<arch>[^)]+)\))?\s*(?:Version (?P<version>[\w.]+))?")
 _GLIBC_BANNER_RE = re.compile(
     rb"GNU C Library \((?P<build>[^)\n]{0,80})\) (?:stable |development |release )*"
     rb"release version (?P<version>\d+\.\d+(?:\.\d+)?)")
