@@ -1,0 +1,252 @@
+"""NVIDIA GPUs: driver, NVML, CUDA toolkit, per-GPU state from `nvidia-smi -q`.
+
+Facts written:
+- `drivers.nvidia.{version, open_kernel_module, built}` from /proc/driver/nvidia/version (the
+  module in memory), else /sys/module/nvidia/version, else nvidia-smi's "Driver Version";
+- `sdks.nvml.{version, path}` from the user-space library's file name
+  (`libnvidia-ml.so.460.73.01`);
+- `sdks.cuda.driver_version`: the CUDA level the driver supports (nvidia-smi "CUDA Version"),
+  which is not an installed toolkit; `sdks.cuda.{version, path}` from the toolkit itself
+  (`/usr/local/cuda*/version.json`, `version.txt`, or `nvcc --version`);
+- `accelerators[]` (vendor nvidia) from `nvidia-smi -q` (see parsers.nvidia);
+- `nvidia.smi.{status, kind, error, message, returncode}` when nvidia-smi failed, plus an
+  `inventory.incomplete` entry (the GPU count is unknown, not 0);
+- `nvidia.upgrades[]` / `nvidia.last_upgrade`: NVIDIA package changes from apt's history.
+
+The deriver `nvidia_compat` then checks the CUDA toolkit against the driver with the
+`cuda-toolkit-min-driver` matrix of rules/nvidia.toml and fills `compat[]` and
+`nvidia.mismatch_detail`.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import Any, Dict, List, Optional
+
+from .. import versions
+from ..errors import CommandNotFound, ConfigError
+from ..facts import Facts
+from ..host import Host
+from ..parsers.nvidia import (nvidia_upgrades, nvml_failure, parse_cuda_version_file,
+                              parse_nvcc_version, parse_nvidia_smi_q, parse_proc_driver_version)
+from ..probes import NoData, ProbeContext, ProbeError
+from ..registry import collector, deriver
+
+SMI = ["nvidia-smi", "-q"]
+PROC_VERSION = "/proc/driver/nvidia/version"
+SYS_VERSION = "/sys/module/nvidia/version"
+LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
+            "/usr/local/nvidia/lib64", "/usr/lib/wsl/lib")
+APT_HISTORY = "/var/log/apt/history.log"
+CUDA_DIRS = ("/usr/local/cuda", "/opt/cuda")
+
+
+def _nvml_library(ctx: ProbeContext) -> Optional[Dict[str, str]]:
+    for d in ctx.args.get("lib_dirs", LIB_DIRS):
+        for path in ctx.host.glob(posixpath.join(d, "libnvidia-ml.so.*")):
+            m = re.search(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)*)$", path)
+            if m:
+                return {"version": m.group(1), "path": path}
+    return None
+
+
+@collector("nvidia")
+def collect_nvidia(ctx: ProbeContext) -> None:
+    facts = ctx.facts
+    found = False
+    text = ctx.read(PROC_VERSION)
+    if text:
+        try:
+            drv = parse_proc_driver_version(text)
+            facts.set("drivers.nvidia.version", drv["version"], PROC_VERSION)
+            facts.set("drivers.nvidia.open_kernel_module", drv["open"], PROC_VERSION)
+            facts.set("drivers.nvidia.built", drv.get("built"), PROC_VERSION)
+            found = True
+        except ValueError:
+            pass
+    if facts.get("drivers.nvidia.version") is None:
+        v = ctx.host.read_attr(SYS_VERSION)
+        if v:
+            facts.set("drivers.nvidia.version", v, SYS_VERSION)
+            found = True
+
+    lib = _nvml_library(ctx)
+    if lib:
+        facts.set("sdks.nvml.version", lib["version"], lib["path"])
+        facts.set("sdks.nvml.path", lib["path"], lib["path"])
+        found = True
+
+    history = ctx.read(APT_HISTORY)
+    if history:
+        ups = nvidia_upgrades(history)
+        if ups:
+            facts.set("nvidia.upgrades", ups[-10:], APT_HISTORY)
+            facts.set("nvidia.last_upgrade", ups[-1], APT_HISTORY)
+
+    try:
+        res = ctx.run(SMI)
+    except CommandNotFound:
+        if not found:
+            raise NoData("no NVIDIA driver, NVML library or nvidia-smi on this host")
+        return
+    src = res.source or "$ nvidia-smi -q"
+    out = (res.stdout or "") + "\n" + (res.stderr or "")
+    if res.timed_out:
+        facts.set("nvidia.smi", {"status": "timeout", "kind": "timeout",
+                                 "message": "nvidia-smi -q did not answer"}, src)
+        _incomplete(ctx, "nvidia-smi -q timed out (a hung GPU or driver)")
+        return
+    fail = nvml_failure(out) if (res.returncode != 0 or "NVSMI LOG" not in out) else None
+    if fail is not None or res.returncode != 0:
+        info: Dict[str, Any] = {"status": "failed", "returncode": res.returncode}
+        info.update(fail or {"kind": "failed",
+                             "message": (out.strip().splitlines() or ["(no output)"])[-1][:200]})
+        facts.set("nvidia.smi", info, src)
+        if fail and fail.get("nvml_version") and facts.get("sdks.nvml.version") is None:
+            facts.set("sdks.nvml.version", fail["nvml_version"], src)
+        _incomplete(ctx, f"nvidia-smi failed: {info['message']}")
+        return
+    try:
+        parsed = parse_nvidia_smi_q(res.stdout)
+    except ValueError as e:
+        raise ProbeError(f"unparsable output from nvidia-smi -q: {e}") from None
+    facts.set("nvidia.smi.status", "ok", src)
+    drv = parsed.get("driver_version")
+    if drv:
+        if facts.get("drivers.nvidia.version") is None:
+            facts.set("drivers.nvidia.version", drv, src)
+        elif versions.compare(drv, facts.get("drivers.nvidia.version")) != 0:
+            facts.set("nvidia.smi.driver_version", drv, src)
+    facts.set("sdks.cuda.driver_version", parsed.get("cuda_version"), src)
+    facts.set("nvidia.smi.attached_gpus", parsed.get("attached_gpus"), src)
+    for rec in parsed["gpus"]:
+        facts.add_accelerator(rec, source=src)
+
+
+def _incomplete(ctx: ProbeContext, reason: str) -> None:
+    lst = ctx.facts.data.setdefault("inventory", {}).setdefault("incomplete", [])
+    lst.append({"probe": ctx.spec.id, "vendor": "nvidia", "reason": reason})
+
+
+@collector("cuda_toolkit")
+def collect_cuda_toolkit(ctx: ProbeContext) -> None:
+    """sdks.cuda.{version, path} from the toolkit's version file, else `nvcc --version`."""
+    dirs: List[str] = list(ctx.args.get("dirs", CUDA_DIRS))
+    for d in list(dirs):
+        dirs.extend(p for p in ctx.host.glob(d + "-*") if p not in dirs)
+    for d in dirs:
+        for name in ("version.json", "version.txt"):
+            path = posixpath.join(d, name)
+            text = ctx.read(path)
+            if not text:
+                continue
+            v = parse_cuda_version_file(text)
+            if v:
+                ctx.facts.set("sdks.cuda.version", v, path)
+                ctx.facts.set("sdks.cuda.path", d, path)
+                return
+    try:
+        res = ctx.run(["nvcc", "--version"])
+    except CommandNotFound:
+        raise NoData("no CUDA toolkit (no /usr/local/cuda/version.json, no nvcc)") from None
+    v = parse_nvcc_version(res.stdout) if res.ok else None
+    if not v:
+        raise NoData("nvcc printed no release line")
+    ctx.facts.set("sdks.cuda.version", v, res.source)
+
+
+# -- deriver: toolkit vs driver, mismatch evidence ----------------------------------------
+_MATRIX_CACHE: Dict[str, List[Dict[str, Any]]] = {}
+
+
+def load_matrix(matrix_id: str) -> List[Dict[str, Any]]:
+    """Rows of a `[[matrix]]` of the shipped rules files (cached). [] when absent."""
+    if matrix_id not in _MATRIX_CACHE:
+        from ..resources import data_files
+        from ..rules import load_rule_file
+
+        rows: List[Dict[str, Any]] = []
+        try:
+            for path in data_files("rules"):
+                _rules, mats = load_rule_file(path)
+                rows.extend(mats.get(matrix_id, []))
+        except ConfigError:
+            rows = []
+        _MATRIX_CACHE[matrix_id] = rows
+    return _MATRIX_CACHE[matrix_id]
+
+
+def cuda_min_driver(toolkit: str, rows: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The matrix row that gives the minimum Linux driver for a CUDA toolkit version.
+
+    Rows are {cuda, label, linux_driver, ...}; the row of the same major.minor with the
+    highest `cuda` not above the toolkit (a later update needs its own row's driver), else the
+    lowest row of that major.minor. None when the major.minor is not in the table.
+    """
+    mm = versions.major_minor(toolkit)
+    same = [r for r in rows if versions.major_minor(str(r.get("cuda"))) == mm]
+    if not same:
+        return None
+    same.sort(key=lambda r: versions.normalize(str(r["cuda"])))  # type: ignore[arg-type,return-value]
+    best = None
+    for r in same:
+        c = versions.compare(str(r["cuda"]), toolkit)
+        if c is not None and c <= 0:
+            best = r
+    return best or same[0]
+
+
+@deriver(order=60)
+def nvidia_compat(facts: Facts, host: Host) -> None:
+    smi = facts.get("nvidia.smi") or {}
+    drv = facts.get("drivers.nvidia.version")
+    nvml = facts.get("sdks.nvml.version")
+    if smi.get("kind") == "version-mismatch" or (
+            drv and nvml and versions.compare(drv, nvml) not in (0, None)):
+        parts = []
+        if drv:
+            parts.append(f"loaded kernel module {drv}")
+        if nvml:
+            parts.append(f"NVML library {nvml}")
+        up = facts.get("nvidia.last_upgrade")
+        if up:
+            who = posixpath.basename(str(up.get("commandline", "")).split()[0]) if up.get("commandline") else "apt"
+            change = (f"{up['from_version']} -> {up['to_version']}" if up.get("to_version")
+                      else up.get("version", ""))
+            verb = {"upgrade": "upgraded", "install": "installed", "remove": "removed",
+                    "downgrade": "downgraded", "purge": "purged"}.get(str(up.get("action")), "changed")
+            parts.append(f"{who} {verb} {up['package']} {change} on {up.get('date', '?')}")
+        facts.set("nvidia.mismatch_detail", "; ".join(parts) if parts else
+                  "the user-space NVIDIA libraries and the loaded kernel module are from different releases",
+                  facts.source_of("nvidia.smi") or facts.source_of("sdks.nvml.version"))
+
+    toolkit = facts.get("sdks.cuda.version")
+    if not toolkit or not drv or facts.get("sdks.l4t.version"):
+        return  # Jetson: the CUDA driver comes with L4T (checked by the JetPack matrix)
+    rows = load_matrix("cuda-toolkit-min-driver")
+    if not rows:
+        return
+    row = cuda_min_driver(toolkit, rows)
+    compat: List[Dict[str, Any]] = facts.data.setdefault("compat", [])
+    if row is None:
+        compat.append({"matrix": "cuda-toolkit-min-driver", "subject": "CUDA toolkit",
+                       "what": f"CUDA toolkit {toolkit}", "status": "not-in-matrix",
+                       "detail": f"driver {drv}; the table covers CUDA "
+                                 f"{rows[-1].get('cuda')} .. {rows[0].get('cuda')}"})
+        return
+    need = str(row["linux_driver"])
+    facts.set("sdks.cuda.min_driver", need, f"rules/nvidia.toml matrix cuda-toolkit-min-driver ({row.get('source')})")
+    facts.set("sdks.cuda.min_driver_for", row.get("label") or row["cuda"])
+    fam = [r for r in load_matrix("cuda-minor-version-compat")
+           if str(r.get("cuda_major")) == str(versions.normalize(toolkit).release[0])]  # type: ignore[union-attr]
+    ok = versions.compare(drv, need)
+    status = "ok" if ok is not None and ok >= 0 else "too-old"
+    if status == "too-old" and fam:
+        facts.set("sdks.cuda.family_min_driver", str(fam[0]["linux_driver"]))
+        if versions.compare(drv, str(fam[0]["linux_driver"])) not in (None, -1):
+            status = "minor-version-compat"
+    facts.set("sdks.cuda.driver_check", status)
+    compat.append({"matrix": "cuda-toolkit-min-driver", "subject": "CUDA toolkit",
+                   "what": f"CUDA toolkit {toolkit}", "status": status,
+                   "detail": f"needs driver >= {need}, loaded {drv}"})
