@@ -1,0 +1,311 @@
+"""Shared-library preflight of every accelerator SDK: `libraries[]`.
+
+Finds the SDK's shared objects at the vendor locations of the probe spec
+(`[[probe.args.location]]`: sdk + globs, `**` = any depth, bounded) and — on a live host — in
+the installed Python distributions the spec names (`python_distributions`, fnmatch on the
+normalised name, found through `importlib.metadata`). Each is resolved like ld.so does
+(`npu_doctor.ldso`) and its symbol versions checked.
+
+One `libraries[]` record per SDK library, plus one per dependency outside the SDK that has a
+problem of its own (`dependency_of` = the SDK library that pulls it in):
+
+    {path, soname, sdk, class ("ELF64"), machine ("x86_64"), needed: [names],
+     missing: [names], unsatisfied: [{version, library, provider, basis, provided_max}],
+     unverified: [...] (snapshot: provider not captured), unknown: [names] (snapshot without
+     a loader cache: cannot tell), search_path (what was tried for the first missing name),
+     remedies: ["name: what installs it"], found_elsewhere: [paths], problems (text)}
+
+`library_scan` summarises the run: roots, files parsed, loader cache source, duration_ms.
+A deriver then compares `unverified` GLIBC_x.y requirements with `libc.version`
+(basis "libc.version").
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+import re
+import time
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from .. import elf as elfmod
+from .. import versions
+from ..elf import ElfError, NotElf, read_elf
+from ..errors import HostError
+from ..facts import Facts
+from ..host import Host
+from ..ldso import Node, Resolver, glibc_version_of, list_output
+from ..probes import NoData, ProbeContext
+from ..registry import collector, deriver
+
+_SO_RE = re.compile(r"\.so(\.[0-9][\w.]*)?$")
+MAX_WALK_DIRS = 4000
+MAX_DEPTH = 8
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def expand_glob(host: Host, pattern: str) -> List[str]:
+    """host.glob, plus `**` for any number of directories (bounded walk, links followed once)."""
+    if "**" not in pattern:
+        return host.glob(pattern)
+    base, _, rest = pattern.partition("/**/")
+    if not rest:
+        base, rest = pattern.rstrip("*").rstrip("/"), "*"
+    out: List[str] = []
+    budget = [MAX_WALK_DIRS]
+    for start in host.glob(base) if any(c in base for c in "*?[") else [base]:
+        seen = set()
+        stack = [(start, 0)]
+        while stack and budget[0] > 0:
+            d, depth = stack.pop()
+            real = host.realpath(d)
+            if real in seen:
+                continue
+            seen.add(real)
+            budget[0] -= 1
+            out.extend(host.glob(posixpath.join(d, rest)))
+            if depth >= MAX_DEPTH:
+                continue
+            try:
+                names = host.listdir(d)
+            except HostError:
+                continue
+            for n in reversed(names):
+                p = posixpath.join(d, n)
+                if not n.startswith(".") and host.is_dir(p):
+                    stack.append((p, depth + 1))
+    return sorted(set(out))
+
+
+def _python_libraries(patterns: List[str]) -> List[Tuple[str, str]]:
+    """(sdk, path) of shared objects in installed distributions whose name matches."""
+    try:
+        from importlib import metadata
+    except ImportError:  # pragma: no cover (3.8 has it)
+        return []
+    pats = [_norm(p) for p in patterns]
+    out: List[Tuple[str, str]] = []
+    seen = set()
+    for dist in metadata.distributions():
+        try:
+            name = dist.metadata["Name"] or ""
+        except Exception:
+            continue
+        n = _norm(name)
+        if not n or n in seen or not any(fnmatch.fnmatchcase(n, p) for p in pats):
+            continue
+        seen.add(n)
+        for f in dist.files or []:
+            if not _SO_RE.search(str(f)):
+                continue
+            try:
+                out.append((n.replace("-", "_"), str(dist.locate_file(f))))
+            except Exception:
+                continue
+    return out
+
+
+def _remedy(name: str, table: List[Dict[str, Any]]) -> str:
+    for row in table:
+        pats = row.get("match", [])
+        if isinstance(pats, str):
+            pats = [pats]
+        if any(fnmatch.fnmatchcase(name, p) for p in pats):
+            return f"{name}: {row.get('text', '')}"
+    return (f"{name}: install the package that provides it (Debian/Ubuntu: `apt-file search "
+            f"{name}`; RHEL/openEuler: `dnf provides '*/{name}'`), or add the directory that "
+            "holds it to /etc/ld.so.conf.d/ and run `sudo ldconfig`")
+
+
+def _search_path(node: Node, name: str) -> str:
+    res = node.resolutions.get(name)
+    if res is None:
+        return ""
+    parts, prev = [], None
+    for t in res.tried:
+        if t != prev:
+            parts.append(t)
+        prev = t
+    text = ", ".join(parts)
+    if res.skipped:
+        text += "; skipped " + ", ".join(res.skipped[:3])
+    return text
+
+
+def describe_unsatisfied(item: Dict[str, Any]) -> str:
+    """`GLIBC_2.27 from libm.so.6 (/lib64/libm.so.6 defines up to GLIBC_2.17)`."""
+    prov = item.get("provider") or item.get("library")
+    have = item.get("provided_max")
+    if item.get("basis") == "libc.version":
+        tail = f"system glibc is {have} (compared with libc.version; {prov} was not captured)"
+    else:
+        tail = f"{prov} defines up to {have}" if have else f"{prov} defines no such version"
+    return f"{item['version']} from {item['library']} ({tail})"
+
+
+def _problems_text(rec: Dict[str, Any]) -> None:
+    rec["unsatisfied_text"] = "; ".join(describe_unsatisfied(u) for u in rec.get("unsatisfied", []))
+    if not rec["unsatisfied_text"]:
+        del rec["unsatisfied_text"]
+
+
+def _record(node: Node, sdk: str, remedies: List[Dict[str, Any]],
+            index: Dict[str, List[str]]) -> Dict[str, Any]:
+    info = node.info
+    rec: Dict[str, Any] = {
+        "path": node.path, "soname": info.soname, "sdk": sdk, "class": info.class_name,
+        "machine": info.machine, "needed": list(info.needed),
+        "missing": list(node.missing), "unsatisfied": list(node.unsatisfied),
+    }
+    if info.rpath:
+        rec["rpath"] = list(info.rpath)
+    if info.runpath:
+        rec["runpath"] = list(info.runpath)
+    if node.unverified:
+        rec["unverified"] = list(node.unverified)
+    if node.unknown:
+        rec["unknown"] = list(node.unknown)
+    if node.missing:
+        rec["search_path"] = _search_path(node, node.missing[0])
+        rec["remedies"] = [_remedy(n, remedies) for n in node.missing]
+        elsewhere = [p for n in node.missing for p in index.get(n, [])]
+        if elsewhere:
+            rec["found_elsewhere"] = elsewhere
+    _problems_text(rec)
+    return {k: v for k, v in rec.items() if v is not None}
+
+
+def _walk_roots(ctx: ProbeContext) -> List[Tuple[str, str, bool]]:
+    """(sdk, path, from_python) of candidate SDK libraries, deduplicated by real path."""
+    host = ctx.host
+    cands: List[Tuple[str, str, bool]] = []
+    for loc in ctx.args.get("location", []):
+        sdk = str(loc.get("sdk", "unknown"))
+        for pattern in loc.get("globs", []):
+            for p in expand_glob(host, pattern):
+                cands.append((sdk, p, False))
+    if host.source == "live":
+        for sdk, p in _python_libraries(list(ctx.args.get("python_distributions", []))):
+            cands.append((sdk, p, True))
+    seen = set()
+    out = []
+    for sdk, p, py in cands:
+        if not _SO_RE.search(p):
+            continue
+        real = host.realpath(p)
+        if real in seen:
+            continue
+        st = host.stat(p)
+        if st is None or st.type != "file":
+            continue
+        seen.add(real)
+        out.append((sdk, p, py))
+    return out
+
+
+#: The spec's remedy table as of the last run, for remedies on loader messages in logs.
+_REMEDY_TABLE: List[Dict[str, Any]] = []
+
+
+@collector("libraries")
+def collect_libraries(ctx: ProbeContext) -> None:
+    start = time.monotonic()
+    _REMEDY_TABLE[:] = list(ctx.args.get("remedy", []))
+    parsed0 = elfmod.STATS["parsed"]
+    roots = _walk_roots(ctx)
+    if not roots:
+        raise NoData("no accelerator SDK libraries found at the vendor locations")
+    max_roots = int(ctx.args.get("max_roots", 2000))
+    truncated = len(roots) > max_roots
+    roots = roots[:max_roots]
+    resolver = Resolver(ctx.host)
+    remedies = list(ctx.args.get("remedy", []))
+    assume = list(ctx.args.get("assume_loaded_python", []))
+    index: Dict[str, List[str]] = {}
+    for _sdk, p, _py in roots:
+        index.setdefault(posixpath.basename(p), []).append(p)
+    records: List[Dict[str, Any]] = []
+    dep_records: Dict[str, Dict[str, Any]] = {}
+    listing: List[str] = []
+    root_paths = {p for _s, p, _py in roots}
+    for sdk, path, py in roots:
+        try:
+            info = read_elf(ctx.host, path)
+        except (NotElf, ElfError, HostError):
+            continue
+        if info.elf_type != "ET_DYN" or not info.has_dynamic:
+            continue
+        nodes = resolver.tree(path, assume if py else ())
+        records.append(_record(nodes[0], sdk, remedies, index))
+        if ctx.options.get("verbose"):
+            listing.append(f"{path}:\n{list_output(nodes)}")
+        for node in nodes[1:]:
+            if node.path in root_paths or node.path in dep_records:
+                continue
+            if node.missing or node.unsatisfied or node.unverified:
+                rec = _record(node, sdk, remedies, index)
+                rec["dependency_of"] = path
+                dep_records[node.path] = rec
+    if not records:
+        raise NoData("no ELF shared objects among the SDK files found")
+    all_recs = records + list(dep_records.values())
+    src = "ELF dynamic section (" + (resolver.cache_source or "no loader cache") + ")"
+    for i, rec in enumerate(all_recs):
+        ctx.facts.set(f"libraries[{i}]", rec, src)
+    summary: Dict[str, Any] = {
+        "roots": len(records), "dependencies_with_problems": len(dep_records),
+        "files_parsed": elfmod.STATS["parsed"] - parsed0,
+        "loader_cache": resolver.cache_source,
+        "duration_ms": round((time.monotonic() - start) * 1000, 1),
+    }
+    if resolver.cache_error:
+        summary["loader_cache_error"] = resolver.cache_error
+    if truncated:
+        summary["truncated_at"] = max_roots
+    if listing:
+        summary["ld_list"] = "\n".join(listing)
+    ctx.facts.set("library_scan", summary, src)
+
+
+@deriver(order=60)
+def compare_unverified_with_libc(facts: Facts, host: Host) -> None:
+    """Snapshot fallback: a GLIBC_x.y requirement whose provider was not captured is compared
+    with `libc.version`; newer than it is unsatisfied (basis "libc.version")."""
+    libc = facts.get("libc.version")
+    libs = facts.get("libraries")
+    if not libc or not isinstance(libs, list):
+        return
+    for i, rec in enumerate(libs):
+        added = False
+        for item in rec.get("unverified", []):
+            need = glibc_version_of(str(item.get("version", "")))
+            if need is None:
+                continue
+            c = versions.compare(need, str(libc))
+            if c is None or c <= 0:
+                continue
+            rec.setdefault("unsatisfied", []).append(dict(
+                item, basis="libc.version", provided_max=f"GLIBC_{libc}"))
+            added = True
+        if added:
+            _problems_text(rec)
+            src = facts.source_of("libc.version") or "libc.version"
+            facts.sources[f"libraries[{i}].unsatisfied"] = src
+            facts.sources[f"libraries[{i}].unsatisfied_text"] = src
+
+
+@deriver(order=61)
+def remedies_for_logged_loader_errors(facts: Facts, host: Host) -> None:
+    """A `shared-library-not-found` log event gets `remedy` from the spec's table when a row
+    matches the library name (the rule shows it as the first fix)."""
+    events = facts.get("log_events")
+    if not isinstance(events, list) or not _REMEDY_TABLE:
+        return
+    for ev in events:
+        if ev.get("signature") == "shared-library-not-found" and ev.get("library"):
+            text = _remedy(str(ev["library"]), _REMEDY_TABLE)
+            if not text.startswith(f"{ev['library']}: install the package that provides"):
+                ev["remedy"] = text
