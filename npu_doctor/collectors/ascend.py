@@ -257,18 +257,30 @@ def _ranges(text: Optional[str]):
         return None
 
 
+_MATRIX_CACHE: Dict[str, Any] = {}
+
+
 def load_matrix(name: str) -> List[Dict[str, Any]]:
-    """Rows of a shipped `[[matrix]]` table (rules/*.toml) by id; [] when absent."""
+    """Rows of a shipped `[[matrix]]` table (rules/*.toml) by id; [] when absent.
+
+    Files are parsed once per modification time (a deriver only gets facts and host, so the
+    shipped matrices are read here rather than passed in)."""
+    import os
+
     from ..resources import data_files
     from ..rules import load_rule_file
 
     rows: List[Dict[str, Any]] = []
     for path in data_files("rules", ()):
         try:
-            _, mats = load_rule_file(path)
+            key = (path, os.path.getmtime(path))
+            mats = _MATRIX_CACHE.get(path)
+            if mats is None or mats[0] != key:
+                mats = (key, load_rule_file(path)[1])
+                _MATRIX_CACHE[path] = mats
         except Exception:  # a broken file is reported by the rules loader, not here
             continue
-        rows.extend(mats.get(name, []))
+        rows.extend(mats[1].get(name, []))
     return rows
 
 
