@@ -112,6 +112,12 @@ def collect_nvidia(ctx: ProbeContext) -> None:
     except ValueError as e:
         raise ProbeError(f"unparsable output from nvidia-smi -q: {e}") from None
     facts.set("nvidia.smi.status", "ok", src)
+    if ctx.host.exists("/etc/nv_tegra_release"):
+        # Jetson (L4T 36+ ships nvidia-smi for the integrated nvgpu GPU, "Orin (nvgpu)", with
+        # mostly N/A fields): the jetson probe owns that GPU; keep only the CUDA level.
+        facts.set("sdks.cuda.driver_version", parsed.get("cuda_version"), src)
+        facts.set("nvidia.smi.integrated", True, src)
+        return
     drv = parsed.get("driver_version")
     if drv:
         if facts.get("drivers.nvidia.version") is None:
