@@ -365,7 +365,7 @@ def parse_edgetpu(text: str) -> List[Entry]:
                     j += 1
                     continue
                 status = rm.group("status")
-                if status.lower() != _ETPU_MAPPED:
+                if not status.lower().startswith(_ETPU_MAPPED):
                     out.append(_entry("edgetpu", "op", rm.group("op"), int(rm.group("n")), "CPU",
                                       j + 1, group, lines[j], status=status))
                 j += 1
