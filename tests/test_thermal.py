@@ -85,11 +85,12 @@ def test_k02_zones_trips_and_throttling():
     assert f.subject == "soc-thermal (thermal_zone0)"
     assert {e["fact"]: e["value"] for e in f.evidence}["thermal.zones[0].temp_c"] == 86.25
     kinds = [x["kind"] for x in f.fixes]
-    assert kinds[:2] == ["now", "persist"] and set(kinds[2:]) == {"doc"}
-    assert "cooling_device" in f.fixes[0]["text"]
-    assert "heatsink" in f.fixes[1]["text"] and "fan" in f.fixes[1]["text"]
+    assert kinds[0] == "now" and {"now", "persist", "doc"} == set(kinds)
+    assert "cooling_device" in f.fixes[0]["text"]  # first: is the fan being driven?
+    assert "/sys/class/thermal/thermal_zone0/temp" in f.fixes[0]["text"]
+    assert any("heatsink" in x["text"] and x["kind"] == "persist" for x in f.fixes)
     assert not any("raise" in x["text"].lower() for x in f.fixes)  # never "raise the trip point"
-    assert "sysfs-class-thermal" in f.fixes[2]["text"]
+    assert any("sysfs-class-thermal" in x["text"] for x in f.fixes if x["kind"] == "doc")
 
 
 @pytest.mark.parametrize("case", ["k01", "k03", "k04", "k05"])
