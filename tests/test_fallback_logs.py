@@ -96,6 +96,7 @@ SAMPLES = [
     ("ort_qnn_unsupported_22821.log", "qnn", ["LeakyRelu", "Slice", "Add"], 18),
     ("ort_qnn_clpeak_197.log", "qnn", ["DequantizeLinear"], 1),
     ("ort_vitisai_all_cpu_ryzenai_170.log", "vitisai", [], 400),
+    ("ort_openvino_rejecting_2298.log", "onnxruntime", [], None),   # whole graph, no count
     ("edgetpu_16_detector_490.log", "edgetpu", ["DEQUANTIZE", "LOGISTIC", "CONCATENATION"], 6),
     ("edgetpu_15_transpose_342.log", "edgetpu",
      ["TRANSPOSE", "FULLY_CONNECTED", "PAD", "ADD", "MEAN", "CONV_2D", "QUANTIZE",
@@ -128,6 +129,8 @@ NEGATIVE = [
     "edgetpu_16_all_mapped_yolov7_1672.log",     # every row "Mapped to Edge TPU"
     "ort_cpu_capability_only_14477.log",         # ORT's deliberate shape-op placement, no dump
     "ort_web_all_on_webgpu.log",                 # all nodes on the accelerator EP
+    "ort_cpu_candidates_triton_87.log",          # ORT's own "Candidate for fallback CPU execution"
+    "rknn_2.x_layer_table_header_374.log",       # 2.x table: only the InputOperator row
     "rknn_build_no_fallback_meta_rockchip_100.log",   # "RKNNCPUWeightTransposePass"
     "rknn_toolkit2_2.3.2_build_408.log",
     "negative_cpu_mentions.log",                 # "will fallback to CPU" in an app's own print
@@ -193,6 +196,27 @@ def test_ort_all_nodes_on_cpu_needs_another_ep_in_the_log():
                "QNNExecutionProvider: backend setup failed\n" + line)
     agg = aggregate(parse_onnxruntime(with_ep))
     assert agg["count"] == 52 and agg["ops"] == []
+
+
+def test_ep_node_summary_counts_when_no_node_is_named():
+    # QNN EP GetCapability summary as a user quoted it (363 nodes, 3 on the HTP), with the
+    # Android logcat prefix ORT uses on a phone.
+    line = ("I/onnxruntime: [I:onnxruntime:, qnn_execution_provider.cc:1152 GetCapability] "
+            "Number of partitions supported by QNN EP: 1, number of nodes in the graph: 363, "
+            "number of nodes supported by QNN: 3")
+    es = parse_onnxruntime(line)
+    assert [(e["runtime"], e["kind"], e["count"]) for e in es] == [("qnn", "total", 360)]
+    # a named list wins over the summary (some ORT releases print the partition count there)
+    both = line + "\n" + data("ort_qnn_clpeak_197.log")
+    assert aggregate(parse_onnxruntime(both))["count"] == 1
+    full = line.replace("supported by QNN: 3", "supported by QNN: 363")
+    assert parse_onnxruntime(full) == []
+
+
+def test_openvino_rejection_is_every_node_without_count():
+    recs = build_records("logs/ov.log", parse_fallback_logs(data("ort_openvino_rejecting_2298.log")))
+    assert recs[0]["evidence"] == "placement" and "count" not in recs[0]
+    assert recs[0]["summary"].startswith("every node on the CPU")
 
 
 def test_ansi_colour_crlf_and_timestamps_do_not_matter():

@@ -43,7 +43,11 @@ VerifyEachNodeIsAssignedToAnEp; VERBOSE log level):
   (https://github.com/microsoft/onnxruntime/issues/22821, krrishnarraj/clpeak#197);
   `Non-QDQ Conv operators are not supported on HTP or DSP backends. Conv node `x will not be
   assigned to QNN EP.` (ORT 1.16, /pull/16750); `Number of partitions supported by QNN EP: 3,
-  number of nodes in the graph: 60, number of nodes supported by QNN: 58`.
+  number of nodes in the graph: 60, number of nodes supported by QNN: 58` (the same summary
+  for CoreML/NNAPI); used only when no node is named.
+- OpenVINO EP (2019-2020): `[OpenVINO-EP] Rejecting as graph has unsupported operations.Operation
+  is not supported by OpenVINO`: the whole graph stays on the CPU, count not stated
+  (https://github.com/microsoft/onnxruntime/issues/2298).
 - Vitis AI EP (Ryzen AI): `[Vitis AI EP] No. of Operators :   CPU     8    NPU  2356
   VITIS_EP_CPU    13` (amd/RyzenAI-SW#318), `[Vitis AI EP] No. of Operators : CPU 400`
   (amd/RyzenAI-SW#170); older releases say IPU and add a percentage. Only the CPU column is
@@ -166,8 +170,9 @@ _QNN_UNSUPPORTED_RE = re.compile(r"Unsupported nodes in QNN EP:\s*(?P<rest>.*)$"
 _QNN_ITEM_RE = re.compile(r"\{\s*name:\s*(?P<name>[^,}]*?)\s*,\s*type:\s*(?P<op>[\w.:\-]+)\s*\}")
 _QNN_NONQDQ_RE = re.compile(r"Non-QDQ (?P<op>[\w.:\-]+) operators are not supported on HTP or DSP "
                             r"backends\. \S+ node `(?P<name>.*?) will not be assigned to QNN EP")
-_QNN_SUMMARY_RE = re.compile(r"number of nodes in the graph:\s*(?P<total>\d+),\s*number of nodes "
-                             r"supported by QNN:\s*(?P<sup>\d+)")
+_EP_SUMMARY_RE = re.compile(r"number of nodes in the graph:\s*(?P<total>\d+)[,\s]+number of nodes "
+                            r"supported by (?P<ep>[\w ]+?):\s*(?P<sup>\d+)")
+_OPENVINO_REJECT_RE = re.compile(r"\[OpenVINO-EP\] Rejecting as graph has unsupported operations")
 _VITIS_RE = re.compile(r"\[Vitis AI EP\]\s*No\. of Operators\s*:\s*(?P<rest>.*)$")
 _VITIS_PAIR_RE = re.compile(r"([A-Za-z_]+)\s+(\d+)(?:\s+[\d.]+%)?")
 
@@ -268,12 +273,19 @@ def parse_onnxruntime(text: str) -> List[Entry]:
                                  node=m.group("name") or None))
             i += 1
             continue
-        m = _QNN_SUMMARY_RE.search(raw)
+        m = _EP_SUMMARY_RE.search(raw)
         if m:
             total, sup = int(m.group("total")), int(m.group("sup"))
             if total > sup:
-                others.append(_entry("qnn", "summary", None, total - sup, CPU_EP, line_no, line_no,
-                                     raw, graph_nodes=total, supported_nodes=sup))
+                rt = "qnn" if m.group("ep").strip() == "QNN" else "onnxruntime"
+                others.append(_entry(rt, "summary", None, total - sup, CPU_EP, line_no, line_no,
+                                     raw, graph_nodes=total, supported_nodes=sup,
+                                     ep=m.group("ep").strip()))
+            i += 1
+            continue
+        if _OPENVINO_REJECT_RE.search(raw):
+            others.append(_entry("onnxruntime", "reject", None, None, CPU_EP, line_no, line_no, raw,
+                                 all_nodes=True, ep="OpenVINO"))
             i += 1
             continue
         if _ORT_HINT_RE.search(raw):
@@ -295,8 +307,13 @@ def parse_onnxruntime(text: str) -> List[Entry]:
         # QNN summary counts only when no node is named (its "supported" figure is the
         # partition count in some ORT releases, so a named list is better evidence).
         summaries = [e for e in others if e["kind"] == "summary"]
+        rejects = [e for e in others if e["kind"] == "reject"]
         if summaries:
             e = dict(summaries[-1])
+            e["kind"] = "total"
+            out.append(e)
+        elif rejects:
+            e = dict(rejects[0])
             e["kind"] = "total"
             out.append(e)
     out.extend(e for e in others if e["kind"] == "hint")
