@@ -89,9 +89,11 @@ def parse_examine(text: str) -> Dict[str, Any]:
                 section, in_devices = "devices", True
                 recognised = True
                 out["device_count"] = 0
-            else:
-                section, in_devices = None, False
+            elif not in_devices:
+                section = None
             if not in_devices:
+                continue
+            if low.startswith(("device(s) present", "devices present")):
                 continue
         if in_devices:
             if re.match(r"^\s*0 devices found", stripped):
