@@ -234,9 +234,19 @@ class LiveHost(Host):
         return HostError(path, exc.strerror or str(exc))
 
     def read_bytes(self, path: str, max_bytes: int = READ_CAP_BYTES) -> bytes:
+        # Read in chunks: procfs sysctl files (/proc/sys/kernel/osrelease) allocate a kernel
+        # buffer of the size asked for, and one 8 MiB read fails there with ENOMEM.
         try:
-            with open(path, "rb") as f:
-                return f.read(max_bytes)
+            with open(path, "rb", buffering=0) as f:
+                chunks = []
+                left = max_bytes
+                while left > 0:
+                    chunk = f.read(min(left, 65536))
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    left -= len(chunk)
+                return b"".join(chunks)
         except OSError as e:
             raise self._wrap(path, e) from None
 
