@@ -1,0 +1,164 @@
+"""NVIDIA Jetson: /etc/nv_tegra_release of L4T 32/35/36, JetPack and TensorRT packages, cuDNN
+header, nvgpu load, the JetPack<->L4T matrix, and check --snapshot on case c2-10.
+
+Real files: tests/data/jetson/ (sources in SOURCES.md) and ../shared/cases.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import tomli_w
+
+from npu_doctor.collectors.nvidia import load_matrix
+from npu_doctor.parsers.jetson import (gpu_load_percent, parse_cudnn_header, parse_nv_tegra_release,
+                                       tensorrt_from_libname)
+
+from conftest import case_path, check_json, fact_values, finding_ids
+
+DATA = Path(__file__).parent / "data" / "jetson"
+R35_PACKAGES = ("nvidia-jetpack\t5.1.2-b104\n"
+                "tensorrt\t8.5.2.2-1+cuda11.4\n"
+                "nvidia-l4t-core\t35.4.1-20230801124926\n")
+
+
+@pytest.mark.parametrize("name,version,board", [
+    ("nv_tegra_release-r32.5.1", "32.5.1", "t186ref"),
+    ("nv_tegra_release-r32.7.6", "32.7.6", "t210ref"),
+    ("nv_tegra_release-r35.4.1", "35.4.1", "t186ref"),
+    ("nv_tegra_release-r36.4.3", "36.4.3", "generic"),
+])
+def test_nv_tegra_release_generations(name, version, board):
+    out = parse_nv_tegra_release((DATA / name).read_text())
+    assert out["version"] == version and out["board"] == board and out["kind"] == "release"
+    assert out["eabi"] == "aarch64"
+
+
+def test_nv_tegra_release_r36_extra_lines():
+    out = parse_nv_tegra_release((DATA / "nv_tegra_release-r36.4.3").read_text())
+    assert out["kernel_variant"] == "oot"
+    assert out["gcid"] == "38968081"
+    assert out["date"] == "Wed Jan 8 01:49:37 UTC 2025"
+
+
+def test_nv_tegra_release_of_case_c2_10():
+    out = parse_nv_tegra_release((case_path("c2-10") / "fs/etc/nv_tegra_release").read_text())
+    # "R32 ... REVISION: 1.0" is L4T 32.1.0 (not 32.1 or 32.10)
+    assert out["version"] == "32.1.0" and out["revision"] == "1.0"
+
+
+def test_nv_tegra_release_garbage():
+    with pytest.raises(ValueError):
+        parse_nv_tegra_release("Ubuntu 20.04\n")
+
+
+def test_cudnn_header_forms():
+    # cudnn_version.h (cuDNN 8+) and cudnn.h (<= 7) use the same defines, spacing varies
+    assert parse_cudnn_header("#define CUDNN_MAJOR 8\n#define CUDNN_MINOR 6\n#define CUDNN_PATCHLEVEL 0\n") == "8.6.0"
+    assert parse_cudnn_header("#define CUDNN_MAJOR      5\n#define CUDNN_MINOR      1\n"
+                              "#define CUDNN_PATCHLEVEL 10\n--\n#define CUDNN_VERSION    "
+                              "(CUDNN_MAJOR * 1000 + CUDNN_MINOR * 100 + CUDNN_PATCHLEVEL)\n") == "5.1.10"
+    assert parse_cudnn_header("#define CUDNN_MAJOR 8\n") is None
+
+
+def test_tensorrt_and_load():
+    assert tensorrt_from_libname("/usr/lib/aarch64-linux-gnu/libnvinfer.so.8.5.2") == "8.5.2"
+    assert tensorrt_from_libname("/usr/lib/aarch64-linux-gnu/libnvinfer.so.10.3.0") == "10.3.0"
+    assert tensorrt_from_libname("/usr/lib/aarch64-linux-gnu/libnvinfer.so.8") is None
+    assert gpu_load_percent("437\n") == 43.7
+    assert gpu_load_percent("0") == 0 and gpu_load_percent("1000") == 100
+    assert gpu_load_percent("4294967295") is None and gpu_load_percent("x") is None
+
+
+def test_matrix_rows_have_sources_and_known_pairs():
+    rows = {r["l4t"]: r for r in load_matrix("jetpack-l4t")}
+    assert all(r.get("source") and r.get("date") for r in rows.values())
+    assert rows["32.1.0"]["jetpack"] == "4.2"
+    assert rows["35.1.0"]["jetpack"] == "5.0.2"  # minor numbers do not line up
+    assert rows["35.2.1"]["jetpack"] == "5.1"
+    assert rows["36.4.3"]["jetpack"] == "6.2"
+
+
+# -- check --snapshot -----------------------------------------------------------------------------
+def test_case_c2_10_facts():
+    rep = check_json(case_path("c2-10"))
+    facts = rep["facts"]
+    assert fact_values(facts, "sdks.l4t.version") == ["32.1.0"]
+    assert "jetson" in fact_values(facts, "accelerators.*.vendor")
+    assert fact_values(facts, "sdks.l4t.jetpack") == ["4.2"]
+    ids = finding_ids(rep)
+    assert "runtime-driver-mismatch" not in ids and "version-not-in-matrix" not in ids
+
+
+def _snapshot(tmp: Path, files=None, commands=None) -> Path:
+    for path, text in (files or {}).items():
+        p = tmp / "fs" / path.lstrip("/")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    if commands:
+        (tmp / "commands.toml").write_text(tomli_w.dumps({"command": commands}))
+    return tmp
+
+
+def _r35(tmp: Path, packages: str = R35_PACKAGES, extra=None) -> Path:
+    files = {"/etc/nv_tegra_release": (DATA / "nv_tegra_release-r35.4.1").read_text(),
+             "/usr/lib/aarch64-linux-gnu/libnvinfer.so.8.5.2": "",
+             "/sys/devices/gpu.0/load": "437\n"}
+    files.update(extra or {})
+    return _snapshot(tmp, files, [{"argv": ["dpkg-query", "-W"], "returncode": 0, "stdout": packages}])
+
+
+def test_snapshot_r35_consistent_board(tmp_path):
+    rep = check_json(_r35(tmp_path))
+    facts = rep["facts"]
+    assert fact_values(facts, "sdks.l4t.version") == ["35.4.1"]
+    assert fact_values(facts, "sdks.jetpack.version") == ["5.1.2"]
+    assert fact_values(facts, "sdks.jetpack.build") == ["5.1.2-b104"]
+    assert fact_values(facts, "sdks.tensorrt.version") == ["8.5.2"]
+    assert fact_values(facts, "sdks.l4t.jetpack") == ["5.1.2"]
+    jet = [a for a in facts["accelerators"] if a["vendor"] == "jetson"]
+    assert len(jet) == 1 and jet[0]["utilization_percent"] == 43.7
+    ids = finding_ids(rep)
+    assert "runtime-driver-mismatch" not in ids and "version-not-in-matrix" not in ids
+
+
+def test_snapshot_jetpack_package_of_another_release(tmp_path):
+    pk = R35_PACKAGES.replace("nvidia-jetpack\t5.1.2-b104", "nvidia-jetpack\t5.1.1-b56")
+    rep = check_json(_r35(tmp_path, pk))
+    f = [f for f in rep["findings"] if f["id"] == "runtime-driver-mismatch"]
+    assert len(f) == 1 and f[0]["severity"] == "warning"
+    assert "5.1.1" in f[0]["message"] and "35.4.1" in f[0]["message"] and "5.1.2" in f[0]["message"]
+
+
+def test_snapshot_tensorrt_of_another_jetpack(tmp_path):
+    snap = _r35(tmp_path, extra={"/usr/lib/aarch64-linux-gnu/libnvinfer.so.8.5.2": "",
+                                 "/usr/lib/aarch64-linux-gnu/libnvinfer.so.10.3.0": ""})
+    rep = check_json(snap)
+    msgs = [f["message"] for f in rep["findings"] if f["id"] == "runtime-driver-mismatch"]
+    assert any("TensorRT 10.3.0" in m and "8.5.2" in m for m in msgs)
+
+
+def test_snapshot_unknown_l4t_is_info(tmp_path):
+    text = (DATA / "nv_tegra_release-r36.4.3").read_text().replace("REVISION: 4.3", "REVISION: 9.0")
+    rep = check_json(_snapshot(tmp_path, {"/etc/nv_tegra_release": text}))
+    ids = finding_ids(rep)
+    assert "version-not-in-matrix" in ids and "runtime-driver-mismatch" not in ids
+    assert fact_values(rep["facts"], "sdks.l4t.jetpack_family") == ["6.x"]
+
+
+def test_snapshot_invalid_load(tmp_path):
+    rep = check_json(_r35(tmp_path, extra={"/sys/devices/gpu.0/load": "4294967295\n"}))
+    assert "sensor-reading-invalid" in finding_ids(rep)
+    jet = [a for a in rep["facts"]["accelerators"] if a["vendor"] == "jetson"]
+    assert "utilization_percent" not in jet[0]
+
+
+def test_nvidia_smi_on_jetson_does_not_add_a_discrete_gpu(tmp_path):
+    # L4T 36 ships nvidia-smi for the iGPU; its records belong to the jetson probe
+    smi = (Path(__file__).parent / "data" / "nvidia" / "smi-q-566.36-rtx4070-laptop.txt").read_text()
+    snap = _snapshot(tmp_path, {"/etc/nv_tegra_release": (DATA / "nv_tegra_release-r36.4.3").read_text()},
+                     [{"argv": ["nvidia-smi", "-q"], "returncode": 0, "stdout": smi}])
+    rep = check_json(snap)
+    vendors = fact_values(rep["facts"], "accelerators.*.vendor")
+    assert "nvidia" not in vendors and "jetson" in vendors
