@@ -282,3 +282,27 @@ def test_log_env_rule(tmp_path):
     hidden = [f for f in findings if f["id"] == "runtime-log-hidden"]
     assert hidden and "ASCEND_SLOG_PRINT_TO_STDOUT" in hidden[0]["message"]
     assert facts["ascend"]["log_env"]["log_dir"] == "/home/user/ascend/log"
+
+
+def test_common_listing_frequencies():
+    c = P.parse_common(data("npu_smi_common_23.0.5.txt"))
+    assert c == {"npu_id": 0, "chip_count": 1, "temperature_c": 41, "power_w": 71.7,
+                 "aicore_percent": 0, "hbm_percent": 0, "rated_mhz": 900, "cur_mhz": 900}
+
+
+def test_alarm_with_clock_below_rated_is_thermal_throttling(tmp_path):
+    table = data("npu_smi_23.0.5_with_processes.txt")
+    common = ["npu-smi", "info", "-t", "common", "-i", "0"]
+    facts, findings = _run(_snapshot(tmp_path, [(["npu-smi", "info"], 0, table),
+                                                (common, 0, data("npu_smi_common_23.0.5.txt"))]))
+    acc = next(a for a in facts["accelerators"] if a["npu_id"] == 0)
+    assert acc["freq"] == {"cur_hz": 900000000, "max_hz": 900000000}
+    assert "thermal-throttling" not in {f["id"] for f in findings}
+    hot = table.replace("| 0     xxx                 | OK     ", "| 0     xxx                 | Warning")
+    slow = data("npu_smi_common_23.0.5.txt").replace("curFreq(MHZ)            : 900",
+                                                     "curFreq(MHZ)            : 600")
+    tmp2 = tmp_path / "hot"
+    tmp2.mkdir()
+    facts, findings = _run(_snapshot(tmp2, [(["npu-smi", "info"], 0, hot), (common, 0, slow)]))
+    tt = [f for f in findings if f["id"] == "thermal-throttling"]
+    assert len(tt) == 1 and "600000000" in tt[0]["message"] and "Warning" in tt[0]["message"]

@@ -82,17 +82,24 @@ def collect_npu_smi(ctx: ProbeContext) -> None:
     for c in chips:
         bus_count[c.get("bus_id", "")] = bus_count.get(c.get("bus_id", ""), 0) + 1
     boards: Dict[int, Dict[str, Any]] = {}
-    for npu_id in sorted({c["npu_id"] for c in chips}):
-        argv = ["npu-smi", "info", "-t", "board", "-i", str(npu_id)]
-        try:
-            br = ctx.run(argv)
-        except (CommandNotFound, HostError):
-            continue
-        if br.ok:
+    commons: Dict[int, Dict[str, Any]] = {}
+    per_npu: Dict[int, int] = {}
+    for c in chips:
+        per_npu[c["npu_id"]] = per_npu.get(c["npu_id"], 0) + 1
+    for npu_id in sorted(per_npu):
+        for kind, parse, into in (("board", P.parse_board, boards), ("common", P.parse_common, commons)):
+            if kind == "common" and per_npu[npu_id] != 1:
+                continue  # several chips per NPU: `-t common` without -c would mix them up
+            argv = ["npu-smi", "info", "-t", kind, "-i", str(npu_id)]
             try:
-                boards[npu_id] = dict(P.parse_board(br.stdout), _source=br.source)
-            except ValueError:
-                pass
+                br = ctx.run(argv, timeout=8)
+            except (CommandNotFound, HostError):
+                continue
+            if br.ok:
+                try:
+                    into[npu_id] = dict(parse(br.stdout), _source=br.source)
+                except ValueError:
+                    pass
     for c in chips:
         idx = c.get("phy_id", c.get("device_id", c["npu_id"]))
         rec: Dict[str, Any] = {"vendor": "ascend", "name": c.get("name"), "index": idx,
@@ -124,6 +131,16 @@ def collect_npu_smi(ctx: ProbeContext) -> None:
             if b.get("software_version") and not drv:
                 rec["driver"] = {"version": b["software_version"]}
                 sources["driver.version"] = b["_source"]
+        cm = commons.get(c["npu_id"])
+        if cm and (cm.get("rated_mhz") or cm.get("cur_mhz")):
+            freq = {}
+            if cm.get("cur_mhz") is not None:
+                freq["cur_hz"] = int(cm["cur_mhz"] * 1000000)
+            if cm.get("rated_mhz") is not None:
+                freq["max_hz"] = int(cm["rated_mhz"] * 1000000)
+            rec["freq"] = freq
+            for k in freq:
+                sources[f"freq.{k}"] = cm["_source"]
         rec = {k: v for k, v in rec.items() if v is not None}
         ctx.facts.add_accelerator(rec, sources=sources, source=src)
 

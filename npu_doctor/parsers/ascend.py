@@ -237,6 +237,22 @@ def parse_board(text: str) -> Dict[str, Any]:
     return out
 
 
+def parse_common(text: str) -> Dict[str, Any]:
+    """`npu-smi info -t common -i N` (one-chip NPUs) -> {npu_id, chip_count, temperature_c,
+    power_w, aicore_percent, hbm_percent, rated_mhz (`Aicore Freq(MHZ)`), cur_mhz
+    (`Aicore curFreq(MHZ)`)}. Source: Ascend/mind-cluster docs/zh/faultdiag/user_guide.md.
+    Raises ValueError when no field is found."""
+    kv = parse_key_value_colon(text)
+    keys = {"NPU ID": "npu_id", "Chip Count": "chip_count", "Temperature(C)": "temperature_c",
+            "NPU Real-time Power(W)": "power_w", "Aicore Usage Rate(%)": "aicore_percent",
+            "HBM Usage Rate(%)": "hbm_percent", "Aicore Freq(MHZ)": "rated_mhz",
+            "Aicore curFreq(MHZ)": "cur_mhz"}
+    out = {name: _num(kv[k]) for k, name in keys.items() if k in kv and _num(kv[k]) is not None}
+    if not out:
+        raise ValueError("not an npu-smi common listing")
+    return out
+
+
 @parser("ascend_info_file")
 def parse_info_file(text: str) -> Dict[str, str]:
     """`key=value` files: driver/firmware `version.info`, `ascend_toolkit_install.info`,
