@@ -1,0 +1,395 @@
+"""The shared-library preflight end to end: the `libraries` probe, its rules, its log
+signatures, real vendor wheels from PyPI, and the issue's done-when (OpenVINO 2024.4.0)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from npu_doctor.collectors.logs import match_signatures
+from npu_doctor.elf import read_elf
+from npu_doctor.host import LiveHost, SnapshotHost
+from npu_doctor.ldso import Resolver
+from npu_doctor.probes import load_signatures, load_specs
+from npu_doctor.rules import load_rules
+
+from conftest import REPO, case_path, check_json, finding_ids, run_cli
+
+GCC = shutil.which("gcc")
+needs_gcc = pytest.mark.skipif(GCC is None, reason="gcc not installed")
+
+
+def cc(out: Path, src: str, *flags: str) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    c = out.with_suffix(out.suffix + ".c")
+    c.write_text(src)
+    subprocess.run([GCC, "-shared", "-fPIC", "-o", str(out), str(c), *flags], check=True,
+                   capture_output=True)
+    c.unlink()
+    return out
+
+
+def write_probe_override(d: Path, globs) -> Path:
+    """A --probes DIR whose `libraries` spec (same id, so it replaces the shipped one) looks
+    at `globs`, with the shipped remedy table."""
+    from npu_doctor.tomlcompat import tomllib
+    shipped = tomllib.loads((REPO / "probes/libraries.toml").read_text())["probe"][0]["args"]
+    d.mkdir(parents=True, exist_ok=True)
+    lines = ['[[probe]]', 'id = "libraries"', 'area = "libraries"', 'collector = "libraries"',
+             'timeout_s = 60', '[probe.args]', 'python_distributions = []',
+             '[[probe.args.location]]', 'sdk = "testsdk"', f"globs = {json.dumps(list(globs))}"]
+    for row in shipped["remedy"]:
+        lines += ["[[probe.args.remedy]]", f"match = {json.dumps(row['match'])}",
+                  f"text = {json.dumps(row['text'])}"]
+    (d / "libraries.toml").write_text("\n".join(lines) + "\n")
+    return d
+
+
+def ldconfig_p(*entries) -> str:
+    body = "".join(f"\t{n} ({tag}) => {p}\n" for n, tag, p in entries)
+    return f"{len(entries)} libs found in cache `/etc/ld.so.cache'\n" + body
+
+
+def commands_toml(*cmds) -> str:
+    out = []
+    for argv, stdout in cmds:
+        out.append(f"[[command]]\nargv = {json.dumps(argv)}\nreturncode = 0\nstdout = '''{stdout}'''\n")
+    return "\n".join(out)
+
+
+# -- data files ------------------------------------------------------------------------------
+def test_spec_rules_and_signatures_load():
+    spec = {s.id: s for s in load_specs()}["libraries"]
+    assert spec.collector == "libraries"
+    assert spec.args["location"] and all(loc["globs"] for loc in spec.args["location"])
+    assert all(row["match"] and row["text"] for row in spec.args["remedy"])
+    assert {"openvino", "onnxruntime-*", "torch-npu", "rknn-toolkit-lite2", "hailort"} <= set(
+        spec.args["python_distributions"])
+    rules = load_rules()
+    for rid in ("missing-shared-library", "symbol-version-unsatisfied"):
+        r = rules.get(rid)
+        assert r is not None and r.severity == "error" and r.matches
+    assert "copy a newer libc" in rules.get("symbol-version-unsatisfied").explain.replace("\n", " ")
+    ids = {s.id for s in load_signatures()}
+    assert {"shared-library-not-found", "shared-library-version-not-found"} <= ids
+
+
+# Real loader messages from public reports (URL per line).
+LOG_LINES = [
+    # NVIDIA/TensorRT #1124
+    ("ImportError: /lib64/libm.so.6: version `GLIBC_2.27' not found (required by /home/user/TensorRT-7.0.0.11/lib/libnvinfer.so.7)",
+     "shared-library-version-not-found", {"version": "GLIBC_2.27", "provider": "/lib64/libm.so.6",
+                                          "required_by": "/home/user/TensorRT-7.0.0.11/lib/libnvinfer.so.7"}),
+    # ultralytics/ultralytics #21757 (Jetson, JetPack 5 container)
+    ("ImportError: /lib/aarch64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.29' not found (required by /usr/local/lib/python3.8/dist-packages/onnxruntime/capi/onnxruntime_pybind11_state.so)",
+     "shared-library-version-not-found", {"version": "GLIBCXX_3.4.29", "provider": "/lib/aarch64-linux-gnu/libstdc++.so.6"}),
+    # microsoft/onnxruntime #1113 (ldd output form: object, then provider)
+    ("/var/task/onnxruntime/capi/onnxruntime_pybind11_state.so: /usr/lib64/libstdc++.so.6: version `CXXABI_1.3.8' not found (required by /var/task/onnxruntime/capi/onnxruntime_pybind11_state.so)",
+     "shared-library-version-not-found", {"version": "CXXABI_1.3.8", "provider": "/usr/lib64/libstdc++.so.6"}),
+    # triple-mu/AI-on-Board #3 (rknn-toolkit2 librknnc.so on Ubuntu 18.04)
+    ("E build: ImportError: /lib/x86_64-linux-gnu/libm.so.6: version `GLIBC_2.29' not found (required by /home/hbli/miniconda3/envs/rknn/lib/python3.8/site-packages/rknn/api/lib/linux-x86_64/cp38/librknnc.so)",
+     "shared-library-version-not-found", {"version": "GLIBC_2.29"}),
+    # dusty-nv/jetson-inference #357
+    ("./imagenet-camera: error while loading shared libraries: libnvcaffe_parser.so.3: cannot open shared object file: No such file or directory",
+     "shared-library-not-found", {"library": "libnvcaffe_parser.so.3", "program": "./imagenet-camera"}),
+    # openvinotoolkit/openvino_tokenizers #353
+    ("RuntimeError: Cannot load library '/home/Projects/py310/lib/python3.10/site-packages/openvino_tokenizers/lib/libopenvino_tokenizers.so': libopenvino.so.2450: cannot open shared object file: No such file or directory",
+     "shared-library-not-found", {"library": "libopenvino.so.2450"}),
+    # openvinotoolkit/openvino #5232
+    ("[ WARNING ] libinference_engine.so: cannot open shared object file: No such file or directory",
+     "shared-library-not-found", {"library": "libinference_engine.so"}),
+]
+
+
+@pytest.mark.parametrize("line,sig,groups", LOG_LINES)
+def test_loader_messages_are_recognised(line, sig, groups):
+    events = match_signatures(line, "app.log", load_signatures(), "runtime")
+    ours = [e for e in events if e["signature"].startswith("shared-library-")]
+    assert [e["signature"] for e in ours] == [sig]
+    for k, v in groups.items():
+        assert ours[0][k] == v
+
+
+def test_unrelated_lines_do_not_match():
+    text = ("libze_loader.so.1 => /usr/lib/x86_64-linux-gnu/libze_loader.so.1 (0x7f)\n"
+            "GLIBC_2.27 found, all good\nversion 2.27 not found in cache\n")
+    assert not [e for e in match_signatures(text, "x", load_signatures(), "runtime")
+                if e["signature"].startswith("shared-library-")]
+
+
+# -- the real cases --------------------------------------------------------------------------
+def test_case_c2_10_missing_tensorrt_soname():
+    report = check_json(case_path("c2-10"))
+    ids = finding_ids(report)
+    assert "missing-shared-library" in ids and "symbol-version-unsatisfied" not in ids
+    f = next(f for f in report["findings"] if f["id"] == "missing-shared-library")
+    assert "libnvcaffe_parser.so.3" in f["message"] and f["subject"] == "libnvcaffe_parser.so.3"
+    assert any("TensorRT" in x["text"] and "rebuild" in x["text"] for x in f["fixes"])
+
+
+def test_case_c2_15_glibc_too_old_for_tensorrt():
+    report = check_json(case_path("c2-15"))
+    ids = finding_ids(report)
+    assert "symbol-version-unsatisfied" in ids and "missing-shared-library" not in ids
+    f = next(f for f in report["findings"] if f["id"] == "symbol-version-unsatisfied")
+    assert "GLIBC_2.27" in f["message"] and "libnvinfer.so.7" in f["message"]
+    fixes = " ".join(x["text"] for x in f["fixes"])
+    assert "made for this distribution" in fixes and "Do not copy a newer libc" in fixes
+
+
+# -- the probe on built libraries, through snapshots -----------------------------------------
+PROV = "int old_fn(void){return 1;}\nint new_fn(void){return 2;}\n"
+CONS = ("#include <unistd.h>\nextern int old_fn(void); extern int new_fn(void);\n"
+        "int cons(void){return old_fn()+new_fn()+(int)getpid();}\n")
+
+
+@pytest.fixture(scope="module")
+def sdk_build(tmp_path_factory):
+    """libsdk.so (RUNPATH $ORIGIN) needs libvprov.so.1 at GLIBC_2.99 and libze_loader.so.1."""
+    if GCC is None:
+        pytest.skip("gcc not installed")
+    d = tmp_path_factory.mktemp("sdk")
+    (d / "v.map").write_text("GLIBC_2.17 { global: old_fn; local: *; };\n"
+                             "GLIBC_2.99 { global: new_fn; } GLIBC_2.17;\n")
+    cc(d / "lib/libvprov.so.1", PROV, "-Wl,-soname,libvprov.so.1", f"-Wl,--version-script={d / 'v.map'}")
+    cc(d / "ze/libze_loader.so.1", "int zeInit(int f){return f;}\n", "-Wl,-soname,libze_loader.so.1")
+    cc(d / "lib/libsdk.so", CONS + "extern int zeInit(int);\nint ze(void){return zeInit(0);}\n",
+       f"-L{d / 'lib'}", f"-L{d / 'ze'}", "-l:libvprov.so.1", "-l:libze_loader.so.1",
+       "-Wl,--enable-new-dtags,-rpath,$ORIGIN", "-Wl,-soname,libsdk.so")
+    return d
+
+
+@needs_gcc
+def test_snapshot_missing_library_with_search_path_and_remedy(sdk_build, tmp_path):
+    snap = tmp_path / "snap"
+    lib = snap / "fs/opt/testsdk/lib"
+    lib.mkdir(parents=True)
+    shutil.copy(sdk_build / "lib/libsdk.so", lib)
+    shutil.copy(sdk_build / "lib/libvprov.so.1", lib)
+    (snap / "commands.toml").write_text(commands_toml(
+        (["ldconfig", "-p"], ldconfig_p(("libc.so.6", "libc6,x86-64", "/lib/x86_64-linux-gnu/libc.so.6"))),
+        (["ldd", "--version"], "ldd (Debian GLIBC 2.36-9+deb12u4) 2.36\n")))
+    probes = write_probe_override(tmp_path / "probes", ["/opt/testsdk/**/*.so*"])
+    report = check_json(snap, "--probes", str(probes))
+    libs = {l["path"]: l for l in report["facts"]["libraries"]}
+    sdk = libs["/opt/testsdk/lib/libsdk.so"]
+    assert sdk["missing"] == ["libze_loader.so.1"] and sdk["class"] == "ELF64"
+    assert sdk["runpath"] == ["$ORIGIN"] and "RUNPATH /opt/testsdk/lib" in sdk["search_path"]
+    assert "ld.so.cache" in sdk["search_path"]
+    # the provider is in the snapshot: GLIBC_2.99 is checked against its .gnu.version_d
+    assert sdk["unsatisfied"] == []
+    missing = [f for f in report["findings"] if f["id"] == "missing-shared-library"]
+    assert [f["subject"] for f in missing] == ["/opt/testsdk/lib/libsdk.so"]
+    assert "libze_loader.so.1" in missing[0]["message"]
+    assert any("Level Zero loader" in x["text"] and "intel-level-zero-npu" in x["text"]
+               for x in missing[0]["fixes"])
+    assert "symbol-version-unsatisfied" not in finding_ids(report)
+    assert report["facts"]["library_scan"]["loader_cache"] == "$ ldconfig -p"
+
+
+@needs_gcc
+def test_snapshot_glibc_fallback_compares_with_libc_version(sdk_build, tmp_path):
+    """The provider of GLIBC_2.99 is listed by `ldconfig -p` but not captured: compared with
+    libc.version (2.36), it is unsatisfied, and the evidence says how it was decided."""
+    snap = tmp_path / "snap"
+    lib = snap / "fs/opt/testsdk/lib"
+    lib.mkdir(parents=True)
+    shutil.copy(sdk_build / "lib/libsdk.so", lib)
+    (snap / "commands.toml").write_text(commands_toml(
+        (["ldconfig", "-p"], ldconfig_p(
+            ("libvprov.so.1", "libc6,x86-64", "/usr/lib/x86_64-linux-gnu/libvprov.so.1"),
+            ("libze_loader.so.1", "libc6,x86-64", "/usr/lib/x86_64-linux-gnu/libze_loader.so.1"),
+            ("libc.so.6", "libc6,x86-64", "/lib/x86_64-linux-gnu/libc.so.6"))),
+        (["ldd", "--version"], "ldd (Debian GLIBC 2.36-9+deb12u4) 2.36\n")))
+    probes = write_probe_override(tmp_path / "probes", ["/opt/testsdk/**/*.so*"])
+    report = check_json(snap, "--probes", str(probes))
+    assert report["facts"]["libc"]["version"] == "2.36"
+    sdk = report["facts"]["libraries"][0]
+    assert sdk["missing"] == []
+    assert sdk["unsatisfied"] == [{"version": "GLIBC_2.99", "library": "libvprov.so.1",
+                                   "provider": "/usr/lib/x86_64-linux-gnu/libvprov.so.1",
+                                   "basis": "libc.version", "provided_max": "GLIBC_2.36"}]
+    f = next(f for f in report["findings"] if f["id"] == "symbol-version-unsatisfied")
+    assert "GLIBC_2.99" in f["message"] and "compared with libc.version" in f["message"]
+    ev = {e["fact"]: e for e in f["evidence"]}
+    assert ev["libc.version"]["value"] == "2.36"
+    assert "missing-shared-library" not in finding_ids(report)
+
+
+@needs_gcc
+def test_snapshot_without_loader_cache_reports_nothing_missing(sdk_build, tmp_path):
+    snap = tmp_path / "snap"
+    (snap / "fs/opt/testsdk").mkdir(parents=True)
+    shutil.copy(sdk_build / "lib/libsdk.so", snap / "fs/opt/testsdk")
+    probes = write_probe_override(tmp_path / "probes", ["/opt/testsdk/*.so"])
+    report = check_json(snap, "--probes", str(probes))
+    sdk = report["facts"]["libraries"][0]
+    assert sdk["missing"] == [] and "libze_loader.so.1" in sdk["unknown"]
+    assert "missing-shared-library" not in finding_ids(report)
+
+
+@needs_gcc
+def test_live_probe_finds_missing_library_and_points_to_the_copy_elsewhere(sdk_build, tmp_path):
+    """Live host: the SDK's libze_loader.so.1 is on disk but not on any loader path."""
+    probes = write_probe_override(tmp_path / "probes", [f"{sdk_build}/lib/*.so*", f"{sdk_build}/ze/*.so*"])
+    proc = run_cli("check", "--probes", str(probes), "--format", "json", "--fail-on", "never",
+                   "--select", "missing-shared-library", env={"LD_LIBRARY_PATH": ""})
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    f = next(f for f in report["findings"] if f["subject"] == f"{sdk_build}/lib/libsdk.so")
+    assert "libze_loader.so.1" in f["message"]
+    assert any(f"{sdk_build}/ze/libze_loader.so.1" in x["text"] for x in f["fixes"])
+    # with LD_LIBRARY_PATH pointing there, the loader (and npu-doctor) find it
+    proc = run_cli("check", "--probes", str(probes), "--format", "json", "--fail-on", "never",
+                   env={"LD_LIBRARY_PATH": str(sdk_build / "ze")})
+    report = json.loads(proc.stdout)
+    sdk = next(l for l in report["facts"]["libraries"] if l["path"].endswith("/lib/libsdk.so"))
+    assert sdk["missing"] == []
+
+
+# -- real vendor wheels ----------------------------------------------------------------------
+def _wheel(request, spec: str, platform: str, pyver: str) -> Path:
+    """`pip download --no-deps` one wheel into the pytest cache (skip when offline)."""
+    d = Path(request.config.cache.mkdir("npu-doctor-wheels"))
+    name = spec.split("==")[0].replace("-", "_")
+    arch = platform.rsplit("_", 1)[-1]
+    have = sorted(p for p in d.glob("*.whl")
+                  if p.name.lower().startswith(name.lower() + "-") and arch in p.name)
+    if have:
+        return have[0]
+    r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                        "--platform", platform, "--python-version", pyver, "-d", str(d), spec,
+                        "--disable-pip-version-check", "-q"], capture_output=True, text=True, timeout=300)
+    have = sorted(p for p in d.glob("*.whl") if p.name.lower().startswith(name.lower() + "-"))
+    if r.returncode != 0 or not have:
+        pytest.skip(f"cannot download {spec} (offline?): {r.stderr.strip()[-200:]}")
+    return have[0]
+
+
+def _unpack(whl: Path, dest: Path, member_re: str) -> list:
+    out = []
+    with zipfile.ZipFile(whl) as z:
+        for m in z.namelist():
+            if re.search(member_re, m):
+                z.extract(m, dest)
+                out.append(dest / m)
+    return out
+
+
+def test_rknn_toolkit_lite2_aarch64_wheel_analysed_on_any_host(request, tmp_path):
+    whl = _wheel(request, "rknn-toolkit-lite2==2.5.0", "manylinux_2_17_aarch64", "3.11")
+    files = _unpack(whl, tmp_path, r"rknn_runtime\.cpython-311-aarch64-linux-gnu\.so$")
+    assert files, "the wheel layout changed"
+    info = read_elf(LiveHost(), str(files[0]))
+    assert (info.elf_class, info.machine, info.e_machine) == (64, "aarch64", "EM_AARCH64")
+    assert "libc.so.6" in info.needed
+    # matrices.md 8.2: RKNN's aarch64 binaries need GLIBC_2.17 at most
+    assert [n.version for n in info.version_needs["libc.so.6"]] == ["GLIBC_2.17"]
+
+
+def test_torch_npu_aarch64_wheel_in_an_ascend_board_snapshot(request, tmp_path):
+    """libtorch_npu.so (aarch64) in a snapshot of an Atlas board: its $ORIGIN RPATH finds the
+    wheel's own libraries (an x86-64 copy earlier on that RPATH is skipped), CANN's
+    libascendcl.so is missing with the set_env.sh remedy, and its GLIBC needs are compared
+    with the board's glibc because /lib was not captured."""
+    whl = _wheel(request, "torch-npu==2.1.0.post3", "manylinux_2_17_aarch64", "3.10")
+    snap = tmp_path / "snap"
+    site = snap / "fs/usr/local/lib/python3.10/site-packages"
+    files = _unpack(whl, site, r"^torch_npu/lib/lib[^/]+\.so$")
+    assert {p.name for p in files} >= {"libtorch_npu.so", "libtensorpipe.so", "libnpu_profiler.so"}
+    wrong = site / "torch_npu/lib/lib/libtensorpipe.so"
+    if GCC:
+        cc(wrong, "int tp(void){return 0;}\n", "-Wl,-soname,libtensorpipe.so")
+    system = ["libstdc++.so.6", "libm.so.6", "libgcc_s.so.1", "libpthread.so.0", "libc.so.6",
+              "ld-linux-aarch64.so.1", "libdl.so.2", "librt.so.1"]
+    entries = [(n, "libc6,AArch64", f"/lib/aarch64-linux-gnu/{n}") for n in system]
+    entries.append(("libc.so.6", "libc6,x86-64", "/lib/x86_64-linux-gnu/libc.so.6"))
+    (snap / "commands.toml").write_text(commands_toml(
+        (["ldconfig", "-p"], ldconfig_p(*entries)),
+        (["ldd", "--version"], "ldd (Ubuntu GLIBC 2.12-1ubuntu1) 2.12\n")))
+    host = SnapshotHost(str(snap))
+    root = "/usr/local/lib/python3.10/site-packages/torch_npu/lib/libtorch_npu.so"
+    node = Resolver(host).tree(root)[0]
+    assert node.info.machine == "aarch64"
+    tp = node.resolutions["libtensorpipe.so"]
+    assert tp.path.endswith("torch_npu/lib/libtensorpipe.so") and tp.via == "rpath"
+    if GCC:
+        assert tp.skipped and "ELF64 x86_64" in tp.skipped[0]
+    assert node.resolutions["libc.so.6"].path == "/lib/aarch64-linux-gnu/libc.so.6"
+    assert {"libascendcl.so", "libhccl.so", "libge_runner.so", "libtorch.so"} <= set(node.missing)
+    # whole check: remedy from the table, glibc fallback against the board's 2.12
+    probes = write_probe_override(tmp_path / "probes", ["/usr/local/lib/python3.10/**/torch_npu/lib/*.so"])
+    report = check_json(snap, "--probes", str(probes))
+    rec = next(l for l in report["facts"]["libraries"] if l["path"] == root)
+    assert "libascendcl.so" in rec["missing"]
+    assert any(r.startswith("libascendcl.so: CANN's environment is not set") for r in rec["remedies"])
+    assert rec["unsatisfied"] and all(u["basis"] == "libc.version" for u in rec["unsatisfied"])
+    assert {"symbol-version-unsatisfied", "missing-shared-library"} <= finding_ids(report)
+
+
+# -- the issue's done-when: OpenVINO 2024.4.0 installed beside npu-doctor ---------------------
+OPENVINO = "openvino==2024.4.0"
+
+
+def _openvino_venv(request) -> Path:
+    """A venv (cached in the pytest cache) holding openvino 2024.4.0 and npu-doctor's
+    dependencies; npu-doctor itself comes from this checkout via PYTHONPATH. ~45 MB download
+    once; skipped when offline."""
+    d = Path(request.config.cache.mkdir("npu-doctor-openvino-2024.4.0"))
+    py = d / "venv/bin/python"
+    done = d / "venv/.complete"
+    if done.exists() and py.exists():
+        return py
+    shutil.rmtree(d / "venv", ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(d / "venv")], check=True, capture_output=True)
+    deps = ["click>=8.0", "psutil>=5.8", "packaging>=21", "tomli-w>=1.0", "pyelftools>=0.29",
+            "tomli>=1.1; python_version < '3.11'"]
+    r = subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                        "--only-binary=:all:", OPENVINO, *deps], capture_output=True, text=True,
+                       timeout=900)
+    if r.returncode != 0:
+        pytest.skip(f"cannot install {OPENVINO} (offline or no wheel for this Python): "
+                    f"{r.stderr.strip()[-300:]}")
+    done.write_text(OPENVINO)
+    return py
+
+
+@pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64",
+                    reason="the OpenVINO NPU plugin ships for Linux x86-64")
+def test_openvino_2024_4_npu_plugin_without_level_zero(request):
+    """Real input on a real host. Fails only on a machine that has libze_loader.so.1, where
+    the finding would be wrong; then it is skipped."""
+    if any(os.path.exists(os.path.join(d, "libze_loader.so.1")) for d in
+           ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib")):
+        pytest.skip("this host has the Level Zero loader")
+    py = _openvino_venv(request)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("LD_LIBRARY_PATH", None)
+    proc = subprocess.run([str(py), "-m", "npu_doctor", "check", "--format", "json"],
+                          capture_output=True, text=True, env=env, cwd=str(REPO), timeout=120)
+    assert proc.returncode == 1, proc.stderr  # an error finding: exit 1
+    report = json.loads(proc.stdout)
+    plugin = [l for l in report["facts"]["libraries"]
+              if l["path"].endswith("/openvino/libs/libopenvino_intel_npu_plugin.so")]
+    assert len(plugin) == 1 and plugin[0]["sdk"] == "openvino"
+    assert plugin[0]["missing"] == ["libze_loader.so.1"]
+    assert plugin[0]["rpath"] == ["$ORIGIN"]
+    f = next(f for f in report["findings"] if f["id"] == "missing-shared-library"
+             and f["subject"] == plugin[0]["path"])
+    assert f["severity"] == "error"
+    assert "needs libze_loader.so.1" in f["message"] and "ld.so.cache" in f["message"]
+    fix = " ".join(x["text"] for x in f["fixes"])
+    assert "Level Zero loader" in fix and "intel-level-zero-npu" in fix
+    # the core library and the CPU plugin load fine: no finding for them
+    subjects = {x["subject"] for x in report["findings"] if x["id"] == "missing-shared-library"}
+    assert not any(s.endswith("libopenvino.so.2440") or s.endswith("cpu_plugin.so") for s in subjects)
+    scan = report["facts"]["library_scan"]
+    assert scan["roots"] >= 20 and scan["duration_ms"] < 3000
