@@ -177,6 +177,10 @@ _VITIS_RE = re.compile(r"\[Vitis AI EP\]\s*No\. of Operators\s*:\s*(?P<rest>.*)$
 _VITIS_PAIR_RE = re.compile(r"([A-Za-z_]+)\s+(\d+)(?:\s+[\d.]+%)?")
 
 CPU_EP = "CPUExecutionProvider"
+#: any line an ONNX Runtime parser acts on contains one of these (a cheap first test)
+_ORT_ANY_RE = re.compile(r"placed on \[|Provider: \[|kernel not found in registries|Unsupported nodes in "
+                         r"QNN|Non-QDQ |number of nodes in the graph|OpenVINO-EP\] Rejecting|Some nodes "
+                         r"were not assigned")
 
 
 def _ort_body(line: str) -> str:
@@ -194,6 +198,8 @@ def parse_onnxruntime(text: str) -> List[Entry]:
     provider (a plain CPU session places everything on the CPU by design). Identical
     placement dumps (the same session created twice) count once.
     """
+    if not _ORT_ANY_RE.search(text):
+        return []
     lines = log_lines(text)
     placements: List[Entry] = []
     others: List[Entry] = []
@@ -204,6 +210,9 @@ def parse_onnxruntime(text: str) -> List[Entry]:
     while i < n:
         raw = lines[i]
         line_no = i + 1
+        if not _ORT_ANY_RE.search(raw):
+            i += 1
+            continue
         m = _ORT_PLACED_RE.search(raw)
         if m:
             ep, count = m.group("ep"), int(m.group("n"))
@@ -325,7 +334,11 @@ def parse_vitisai(text: str) -> List[Entry]:
     """Vitis AI EP operator counts: one "total" entry per `No. of Operators` line with a CPU
     column (count = CPU; the other columns, e.g. NPU, IPU, VITIS_EP_CPU, kept in `columns`)."""
     out: List[Entry] = []
+    if "Vitis AI EP" not in text:
+        return out
     for i, raw in enumerate(log_lines(text)):
+        if "No. of Operators" not in raw:
+            continue
         m = _VITIS_RE.search(raw)
         if not m:
             continue
@@ -354,12 +367,25 @@ def parse_edgetpu(text: str) -> List[Entry]:
     column, status kept); `Number of operations that will run on CPU: N` (N > 0) becomes the
     "total" of the table that follows it. A table with every row mapped yields nothing.
     """
-    lines = [strip_prefix(x) for x in log_lines(text)]
     out: List[Entry] = []
+    if "will run on CPU" not in text and "Status" not in text:
+        return out
+    raw_lines = log_lines(text)
+    lines: List[str] = []
     pending_total: Optional[Entry] = None
-    i, n = 0, len(lines)
+    i, n = 0, len(raw_lines)
+
+    def at(k: int) -> str:
+        while len(lines) <= k:
+            lines.append(strip_prefix(raw_lines[len(lines)]))
+        return lines[k]
+
     while i < n:
-        line = lines[i]
+        raw = raw_lines[i]
+        if "will run on CPU" not in raw and "Status" not in raw:
+            i += 1
+            continue
+        line = at(i)
         m = _ETPU_CPU_TOTAL_RE.search(line)
         if m:
             cnt = int(m.group("n"))
@@ -372,19 +398,19 @@ def parse_edgetpu(text: str) -> List[Entry]:
         if _ETPU_HEADER_RE.match(line):
             group = pending_total["group"] if pending_total else i + 1
             j = i + 1
-            while j < n and not lines[j].strip():
+            while j < n and not at(j).strip():
                 j += 1
             while j < n:
-                rm = _ETPU_ROW_RE.match(lines[j])
+                rm = _ETPU_ROW_RE.match(at(j))
                 if not rm:
-                    if lines[j].strip():
+                    if at(j).strip():
                         break
                     j += 1
                     continue
                 status = rm.group("status")
                 if not status.lower().startswith(_ETPU_MAPPED):
                     out.append(_entry("edgetpu", "op", rm.group("op"), int(rm.group("n")), "CPU",
-                                      j + 1, group, lines[j], status=status))
+                                      j + 1, group, at(j), status=status))
                 j += 1
             pending_total = None
             i = j
@@ -402,6 +428,8 @@ _RKNN_UNSUPPORT_CPU_RE = re.compile(r"\bunsupport cpu (?P<op>[A-Za-z_]\w*) op(?:
 _RKNN_UNSUPPORT_CPU2_RE = re.compile(r"\bUnsupport CPU op:\s*(?P<op>[A-Za-z_]\w*)")
 _RKNN_TABLE_HEADER_RE = re.compile(r"^\s*ID\s+OpType\s+DataType\s+Target\b(?P<rest>.*)$")
 _RKNN_IO_OPS = ("InputOperator", "OutputOperator")
+#: any line the RKNN parser acts on contains one of these (a cheap first test)
+_RKNN_ANY_RE = re.compile(r"OpType|Target:|fallback to CPU|nsupport cpu|nsupport CPU")
 
 
 def _rknn_context(raw: str) -> bool:
@@ -416,8 +444,10 @@ def parse_rknn(text: str) -> List[Entry]:
     eval_perf table of the same model). InputOperator/OutputOperator rows are the normal
     NPU<->CPU copies of every model and are not fallback.
     """
-    lines = log_lines(text)
     out: List[Entry] = []
+    if not _RKNN_ANY_RE.search(text):
+        return out
+    lines = log_lines(text)
     seen = set()
 
     def add(op: str, name: Optional[str], line_no: int, raw: str, **extra: Any) -> None:
@@ -430,6 +460,8 @@ def parse_rknn(text: str) -> List[Entry]:
     in_table = False
     for i, raw in enumerate(lines):
         line_no = i + 1
+        if not in_table and not _RKNN_ANY_RE.search(raw):
+            continue
         body = strip_prefix(raw)
         hm = _RKNN_TABLE_HEADER_RE.match(body)
         if hm:
@@ -479,8 +511,10 @@ def parse_torch_npu(text: str) -> List[Entry]:
     A warning wrapped by the terminal over several lines is joined before matching. Each
     operator counts once per log (torch warns once per process; ranks repeat it).
     """
-    lines = log_lines(text)
     out: List[Entry] = []
+    if "The operator '" not in text:
+        return out
+    lines = log_lines(text)
     seen = set()
     for i, raw in enumerate(lines):
         if not _TORCH_START_RE.search(raw):
@@ -545,10 +579,15 @@ def parse_ascend_aicpu(text: str) -> List[Entry]:
     """Ascend operators running on the AI CPU instead of the AI Core: torch_npu/op-plugin
     `kernel [Op] ... running on AiCpu` warnings (each op once per log) and CANN profiler CSV
     rows with core/task type AI_CPU (count from a Count column when present)."""
-    lines = log_lines(text)
     out: List[Entry] = []
+    low = text.lower()
+    if "aicpu" not in low and "ai_cpu" not in low:
+        return out
+    lines = log_lines(text)
     seen = set()
     for i, raw in enumerate(lines):
+        if "aicpu" not in raw.lower():
+            continue
         m = _AICPU_KERNEL_RE.search(raw)
         if m:
             op = m.group("op")
