@@ -306,3 +306,12 @@ def test_alarm_with_clock_below_rated_is_thermal_throttling(tmp_path):
     facts, findings = _run(_snapshot(tmp2, [(["npu-smi", "info"], 0, hot), (common, 0, slow)]))
     tt = [f for f in findings if f["id"] == "thermal-throttling"]
     assert len(tt) == 1 and "600000000" in tt[0]["message"] and "Warning" in tt[0]["message"]
+
+
+def test_runtime_lost_heartbeat_is_device_unresponsive(tmp_path):
+    snap = _snapshot(tmp_path)
+    (snap / "logs").mkdir()
+    shutil.copy(DATA / "runtime_lost_heartbeat.log", snap / "logs" / "vllm.log")
+    facts, findings = _run(snap)
+    du = [f for f in findings if f["id"] == "device-unresponsive"]
+    assert len(du) == 1 and "device 1" in du[0]["message"] and "vllm.log:6" in du[0]["message"]

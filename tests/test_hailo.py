@@ -176,3 +176,16 @@ def test_hailo10h_with_4x_stack_is_family_mismatch(tmp_path):
     facts, findings = _run(snap)
     assert facts["compat"]["hailo-family"]["status"] == "mismatch"
     assert any("HAILO10H" in f["message"] for f in findings if f["id"] == "runtime-driver-mismatch")
+
+
+def test_driver_version_from_kernel_log_meets_library(tmp_path):
+    # the driver's own init line (hailo-ai/hailort-drivers: "hailo: Init module. driver version")
+    ident = ["hailortcli", "fw-control", "identify"]
+    snap = _snapshot(tmp_path, [(ident, 0, data("identify_4.20.0_hailo8l.txt"), ""),
+                                (["dmesg"], 0, "[    5.123456] hailo: Init module. driver version 4.20.0\n", "")],
+                     files={"/usr/lib/aarch64-linux-gnu/libhailort.so.4.19.0": ""})
+    facts, findings = _run(snap)
+    assert facts["drivers"]["hailo_pci"]["version"] == "4.20.0"
+    assert facts["sdks"]["hailort"]["version"] == "4.19.0"
+    rdm = [f for f in findings if f["id"] == "runtime-driver-mismatch"]
+    assert len(rdm) == 1 and "4.20.0" in rdm[0]["message"] and "4.19.0" in rdm[0]["message"]

@@ -213,6 +213,14 @@ def derive_hailo(facts: Facts, host) -> None:
                                    "architecture": e.get("device_arch")},
                                   source=f"{e['source']}:{e['line_no']}")
             break
+    if not facts.get("drivers.hailo_pci.version") and not facts.get("drivers.hailo1x_pci.version"):
+        # `hailo: Init module. driver version 4.23.0` in the kernel log (module not in sysfs view)
+        for e in _events(facts, "hailo-driver-init"):
+            mod = "hailo1x_pci" if "hailo1x:" in e["line"] or P.family_of(e.get("version")) == "hailo1x" \
+                else "hailo_pci"
+            facts.set(f"drivers.{mod}", {"version": e["version"], "loaded": True,
+                                         "source": f"{e['source']}:{e['line_no']}"},
+                      f"{e['source']}:{e['line_no']}")
     drv_key = "hailo_pci" if facts.get("drivers.hailo_pci.version") else "hailo1x_pci"
     drv = facts.get(f"drivers.{drv_key}.version")
     lib = facts.get("sdks.hailort.version")
