@@ -133,6 +133,10 @@ def test_libc_on_the_live_host_matches_confstr():
     name, version = got.split()
     assert res.facts.get("libc.name") == name
     assert res.facts.get("libc.version") == version
+    build = res.facts.get("libc.build")
+    if build and shutil.which("ldd"):  # the distribution build, as ldd prints it
+        out = subprocess.run(["ldd", "--version"], capture_output=True, text=True).stdout
+        assert build in out.splitlines()[0]
 
 
 def test_libc_from_the_banner_in_a_real_libc_so(tmp_path):

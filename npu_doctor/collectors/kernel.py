@@ -75,7 +75,9 @@ def arch_from_snapshot(ctx: ProbeContext):
 @collector("arch")
 def collect_arch(ctx: ProbeContext) -> None:
     if ctx.host.source == "live":
-        m = platform.machine()
+        # read through the host too, so that a capture of this run replays the same arch
+        kernel_arch = ctx.read("/proc/sys/kernel/arch")
+        m = platform.machine() or kernel_arch
         if m:
             ctx.facts.set("arch", m, "platform.machine()")
             return

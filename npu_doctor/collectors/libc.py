@@ -42,6 +42,20 @@ def _from_command(ctx: ProbeContext, argv) -> Optional[Dict[str, str]]:
         return None
 
 
+def _banner(ctx: ProbeContext):
+    """(glibc banner dict, path) of the first libc.so.6 that has one, or (None, None)."""
+    for pattern in LIBC_GLOBS:
+        for path in ctx.host.glob(pattern):
+            try:
+                data = ctx.host.read_bytes(path, LIBC_MAX_BYTES)
+            except HostError:
+                continue
+            banner = parse_libc_banner(data)
+            if banner:
+                return banner, path
+    return None, None
+
+
 @collector("libc")
 def collect_libc(ctx: ProbeContext) -> None:
     if ctx.host.source == "live":
@@ -51,21 +65,20 @@ def collect_libc(ctx: ProbeContext) -> None:
             info = None
         if info:
             _set(ctx, info, 'os.confstr("CS_GNU_LIBC_VERSION")')
+            # the distribution build is only in the library's banner; read it through the
+            # host (page cache, ~2 MB) so a capture of this run replays the same facts
+            banner, path = _banner(ctx)
+            if banner and banner.get("version") == info["version"] and banner.get("build"):
+                ctx.facts.set("libc.build", banner["build"], path)
             return
     info = _from_command(ctx, ["ldd", "--version"])
     if info and info.get("version"):
         _set(ctx, info, "$ ldd --version")
         return
-    for pattern in LIBC_GLOBS:
-        for path in ctx.host.glob(pattern):
-            try:
-                data = ctx.host.read_bytes(path, LIBC_MAX_BYTES)
-            except HostError:
-                continue
-            banner = parse_libc_banner(data)
-            if banner:
-                _set(ctx, banner, path)
-                return
+    banner, path = _banner(ctx)
+    if banner:
+        _set(ctx, banner, path)
+        return
     for loader in ctx.host.glob("/lib/ld-musl-*.so.1"):
         got = _from_command(ctx, [loader, "--version"]) if ctx.host.source == "live" else None
         _set(ctx, got or {"name": "musl"}, loader)
