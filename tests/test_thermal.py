@@ -77,6 +77,8 @@ def test_k02_zones_trips_and_throttling():
     npu = zones["npu-thermal"]
     assert npu["temp_c"] == 87.5 and "passive_trip_c" not in npu and "headroom_c" not in npu
     assert res.facts.source_of("thermal.zones[0].temp_c") == "/sys/class/thermal/thermal_zone0/temp"
+    assert res.facts.source_of("thermal.zones[0].throttle_trip_c") == "/sys/class/thermal/thermal_zone0/trip_point_1_temp"
+    assert res.facts.source_of("thermal.zones[0].passive_trip_c") == "/sys/class/thermal/thermal_zone0/trip_point_0_temp"
 
     found = evaluate(thermal_rules(), res.facts, [])
     assert [f.id for f in found] == ["thermal-throttling"]

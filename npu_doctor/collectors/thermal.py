@@ -94,9 +94,12 @@ def collect_thermal(ctx: ProbeContext) -> None:
             for key in ("temp_c", "headroom_c", "read_error", "reading_invalid"):
                 if key in z:
                     ctx.facts.sources[f"thermal.zones[{i}].{key}"] = f"{z['sysfs']}/temp"
-            for key in ("passive_trip_c", "critical_trip_c", "throttle_trip_c"):
+            for key, kind in (("passive_trip_c", "passive"), ("critical_trip_c", "critical"),
+                              ("throttle_trip_c", "passive")):
                 if key in z:
-                    ctx.facts.sources[f"thermal.zones[{i}].{key}"] = f"{z['sysfs']}/trip_point_*_temp"
+                    idx = next((t["index"] for t in z["trips"]
+                                if t.get("type") == kind and t["temp_c"] == z[key]), None)
+                    ctx.facts.sources[f"thermal.zones[{i}].{key}"] = f"{z['sysfs']}/trip_point_{idx}_temp"
             for key in ("type", "mode", "policy"):
                 if key in z:
                     ctx.facts.sources[f"thermal.zones[{i}].{key}"] = f"{z['sysfs']}/{key}"
