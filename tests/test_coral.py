@@ -172,3 +172,18 @@ def test_stock_gasket_dkms_on_6_12_without_build_log(tmp_path):
     facts, findings = _run(_snapshot(tmp2, dpkg={"gasket-dkms": "1.0-18"},
                                      files={"/proc/sys/kernel/osrelease": "6.1.0-28-amd64\n"}))
     assert "kernel-driver-incompatible" not in {f["id"] for f in findings}
+
+
+def test_compiler_2_1_is_ordered_before_14_1_not_numerically(tmp_path):
+    # edgetpu_compiler 2.1.302470888 (google-coral/edgetpu #60) is older than 14.1.317412892:
+    # it targets at most runtime 13, which libedgetpu 15.0 implements -> ok, not unknown
+    snap = _snapshot(tmp_path, dpkg={"libedgetpu1-std": "15.0", "edgetpu-compiler": "2.1.302470888-1"})
+    facts, findings = _run(snap)
+    c = facts["compat"]["edgetpu-compiler-runtime"]
+    assert c["status"] == "ok" and c["host_runtime"] == 13
+    assert "toolkit-runtime-mismatch" not in {f["id"] for f in findings}
+
+
+def test_community_libedgetpu_package_version():
+    from npu_doctor.collectors.coral import _upstream
+    assert _upstream("16.0tf2.17.0-1") == "16.0" and _upstream("16.0") == "16.0"

@@ -105,7 +105,9 @@ def _level(rows: List[Dict[str, Any]], key: str, version: Optional[str]) -> Opti
     if not version:
         return None
     for r in rows:
-        if versions.prefix_match(version, str(r.get(key, ""))):
+        ref = str(r.get(key, ""))
+        # `16.0` (dpkg) and `16.0.384591198` (--version) name the same compiler release
+        if ref and (versions.prefix_match(version, ref) or versions.prefix_match(ref, version)):
             return r
     return None
 
@@ -174,8 +176,19 @@ def derive_coral(facts: Facts, host) -> None:
     comp = facts.get("sdks.edgetpu_compiler.version")
     rt = facts.get("sdks.libedgetpu.version")
     if comp and rt:
-        c_row = _level(load_matrix("edgetpu-compiler-runtime"), "compiler", comp)
+        c_rows = load_matrix("edgetpu-compiler-runtime")
+        c_row = _level(c_rows, "compiler", comp)
         r_row = _level(load_matrix("libedgetpu-runtime"), "libedgetpu", rt)
+        if c_row is None and r_row is not None:
+            # a compiler between two rows (e.g. 2.1.302470888, released before 14.1 although
+            # 2 < 14 numerically) targets at most the runtime of the next newer row; ordered
+            # by changelist number, never numerically. Newer than every row stays unknown.
+            newer = [r for r in c_rows if P.compiler_order(str(r["compiler"])) > P.compiler_order(comp)
+                     and P.compiler_order(str(r["compiler"]))[0] > 0]
+            if newer and P.compiler_order(comp)[0] > 0:
+                nxt = min(newer, key=lambda r: P.compiler_order(str(r["compiler"])))
+                if int(nxt["runtime"]) <= int(r_row["runtime"]):
+                    c_row = dict(nxt, runtime=nxt["runtime"])
         if c_row is None or r_row is None:
             what = f"edgetpu_compiler {comp}" if c_row is None else f"libedgetpu {rt}"
             facts.set("compat.edgetpu-compiler-runtime", {
