@@ -10,7 +10,6 @@ import resource
 import shutil
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -399,6 +398,17 @@ def test_user_on_the_live_host():
     assert res.facts.get("user.gid") == os.getgid()
     assert os.getgid() in res.facts.get("user.group_ids")
     assert len(res.facts.get("user.groups")) == len(res.facts.get("user.group_ids"))
+
+
+def test_garbage_id_output_is_a_probe_error(tmp_path):
+    snap = copy_case("k06", tmp_path)
+    text = (snap / "commands.toml").read_text().replace(
+        "uid=1000(user) gid=1000(user) groups=1000(user),4(adm),27(sudo)", "id: cannot find name for user ID 1000")
+    (snap / "commands.toml").write_text(text)
+    res = probe(SnapshotHost(str(snap)), "user")
+    assert res.status == "error"
+    assert res.error.startswith("cannot tell the invoking user")
+    assert res.facts.get("user") is None
 
 
 def test_user_unknown_without_id_output():
