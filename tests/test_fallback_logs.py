@@ -174,6 +174,18 @@ def test_torch_repeated_by_ranks_counts_once():
     assert agg["count"] == 2
 
 
+def test_ort_identical_dump_twice_counts_once():
+    text = case_log("c3-14")
+    agg = aggregate(parse_onnxruntime(text + "\n" + text))
+    assert agg["count"] == 39 and agg["ops"] == ["Gather"]
+
+
+def test_torch_other_backend_is_not_called_torch_npu():
+    line = case_log("c3-10").replace("NPU backend", "MPS backend")
+    es = parse_torch_npu(line)
+    assert [(e["runtime"], e["backend"]) for e in es] == [("torch", "MPS")]
+
+
 def test_ort_pre_1_13_formats():
     # Line formats from the LOGS statements of ORT 0.5-1.12 (microsoft/onnxruntime PR 2221,
     # 2229): the provider's node list on one line, "OpType (name), " items.

@@ -9,7 +9,8 @@ Runs the parsers of `npu_doctor.parsers.fallback_logs` over every runtime log th
   stated block total wins over the operators listed under it);
 - `fallback.logs[]`: one record per (log, runtime): {log, runtime, runtime_name, evidence
   ("placement", or "hint" for ONNX Runtime's unquantified "Some nodes were not assigned"
-  warning alone), ops, count, op_counts, lines, summary, targets, runtime_missing_kernel};
+  warning alone), ops, count, op_counts ("MUL ×1, SPLIT ×1"), lines ("3, 7-8"), at
+  ("lines 3, 7-8"), summary (one sentence for the message), targets, runtime_missing_kernel};
 - `fallback.by_runtime.<runtime>`: {ops, count, logs};
 - `fallback.sources[]`: every statement used, {source: "logs/x.log:7", runtime, kind, op,
   count, target} (at most MAX_SOURCES).
@@ -103,7 +104,7 @@ def build_records(name: str, entries: List[Dict[str, Any]]) -> List[Dict[str, An
         }
         if agg["ops"]:
             rec["ops"] = agg["ops"]
-            rec["op_counts"] = dict(agg["op_counts"])
+            rec["op_counts"] = _op_counts_text(agg["op_counts"])
         if agg["count"] is not None:
             rec["count"] = agg["count"]
         if any(e.get("runtime_missing_kernel") for e in es):

@@ -506,7 +506,7 @@ _TORCH_START_RE = re.compile(r"The operator '")
 @parser("fallback_torch_npu")
 def parse_torch_npu(text: str) -> List[Entry]:
     """PyTorch backend CPU-fallback warnings (torch_npu `npu_cpu_fallback`; the same text is
-    printed for the MPS and other PrivateUse1 backends, kept in `backend`).
+    printed for MPS and other PrivateUse1 backends: runtime "torch" there, backend kept).
 
     A warning wrapped by the terminal over several lines is joined before matching. Each
     operator counts once per log (torch warns once per process; ranks repeat it).
@@ -538,7 +538,8 @@ def parse_torch_npu(text: str) -> List[Entry]:
         if op in seen:
             continue
         seen.add(op)
-        out.append(_entry("torch_npu", "op", op, 1, "CPU", i + 1, 0, joined, backend=backend))
+        rt = "torch_npu" if backend.upper() == "NPU" else "torch"
+        out.append(_entry(rt, "op", op, 1, "CPU", i + 1, 0, joined, backend=backend))
     return out
 
 
@@ -610,6 +611,7 @@ RUNTIME_NAMES = {
     "edgetpu": "Edge TPU compiler",
     "rknn": "RKNN",
     "torch_npu": "torch_npu",
+    "torch": "PyTorch",
     "ascend": "Ascend CANN",
 }
 
