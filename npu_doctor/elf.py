@@ -8,8 +8,8 @@ for a 500 MB library (the file is opened through `Host.open_binary` and read wit
 whole). A file whose section headers were stripped is read the way ld.so reads it, through the
 PT_DYNAMIC program header.
 
-Results are cached per (path, device, inode, mtime, size), so `watch` and a dependency tree
-that meets the same libc a hundred times parse each file once.
+Results are cached per file identity (device, inode, mtime, size), so `watch` and a
+dependency tree that meets the same libc a hundred times parse each file once.
 
 Formats: System V gABI "Dynamic Section"; LSB Core "Symbol Versioning"
 (https://refspecs.linuxfoundation.org/LSB_5.0.0/LSB-Core-generic/LSB-Core-generic/symversion.html).
@@ -21,6 +21,7 @@ AccessDenied) pass through.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import struct
 import threading
@@ -172,7 +173,7 @@ def is_elf(host: Host, path: str) -> bool:
 
 
 def read_elf(host: Host, path: str) -> ElfInfo:
-    """The ElfInfo of path (a host path), cached per (path, dev, inode, mtime, size).
+    """The ElfInfo of path (a host path), cached per (dev, inode, mtime, size).
 
     Raises NotElf, ElfError, and the Host's NotFound / AccessDenied / HostError.
     """
@@ -181,7 +182,8 @@ def read_elf(host: Host, path: str) -> ElfInfo:
         key: Optional[Tuple[Any, ...]] = None
         try:
             st = os.fstat(f.fileno())
-            key = (path, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+            # no path: /lib/x/libc.so.6 and /usr/lib/x/libc.so.6 (merged /usr) are one file
+            key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
         except (AttributeError, OSError, ValueError):
             key = None  # an in-memory file: no identity to cache by
         if key is not None:
@@ -189,7 +191,7 @@ def read_elf(host: Host, path: str) -> ElfInfo:
             if hit is not None:
                 with _LOCK:
                     STATS["cache_hits"] += 1
-                return hit
+                return hit if hit.path == path else dataclasses.replace(hit, path=path)
         info = _parse(f, path)
         if key is not None:
             with _LOCK:
