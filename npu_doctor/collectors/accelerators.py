@@ -307,6 +307,33 @@ def scan_platform(inv: _Inventory) -> None:
         _set(rec, srcs, "udev.subsystem", "platform")
 
 
+def scan_devicetree_disabled(inv: _Inventory) -> List[Dict[str, str]]:
+    """NPU nodes of the device tree that are present but `status = "disabled"`.
+
+    Such a node never becomes a platform device, so no driver can bind: the NPU must first be
+    enabled (a board overlay). Looks at the nodes of /proc/device-tree up to `dt_depth` levels
+    (NPUs sit at the root or under a `soc` bus node).
+    """
+    host = inv.host
+    found = []
+    depth = int(inv.args.get("dt_depth", 2))
+    pattern = "/proc/device-tree"
+    for _level in range(depth):
+        pattern += "/*"
+        for comp_path in host.glob(pattern + "/compatible"):
+            compats = _compatibles(host, comp_path)
+            row = inv.compat_match(compats) if compats else None
+            if row is None:
+                continue
+            node = posixpath.dirname(comp_path)
+            status = (host.read_attr(f"{node}/status") or "okay").strip("\x00")
+            if status not in ("okay", "ok"):
+                found.append({"node": node[len("/proc/device-tree"):], "compatible": compats[0],
+                              "status": status, "name": row.get("name", ""),
+                              "vendor": row.get("vendor", "")})
+    return found
+
+
 # -- class devices ---------------------------------------------------------------------------
 def _class_parent(host: Host, classdev: str) -> Optional[str]:
     """Realpath of the device a class device belongs to, or None when not known."""
@@ -348,6 +375,8 @@ def scan_class_devices(inv: _Inventory) -> None:
                 if not spec.get("standalone"):
                     continue
                 key = parent or classdev
+            if inv.records.get(key, {}).get("vendor") in spec.get("skip_vendors", []):
+                continue
             rec, srcs = inv.get(key)
             if parent and key == parent and "sysfs" not in rec:
                 _device_common(inv, rec, srcs, parent)
@@ -546,6 +575,9 @@ def collect_accelerators(ctx: ProbeContext) -> None:
             rec.setdefault("driver", {})["bound"] = False
             srcs["driver.bound"] = f"{rec['sysfs']}/driver"
     ctx.facts.set("inventory.sysfs_scanned", True, "/sys")
+    disabled = scan_devicetree_disabled(inv)
+    if disabled:
+        ctx.facts.set("inventory.disabled_in_devicetree", disabled, "/proc/device-tree")
     if not inv.records:
         raise NoData("no accelerator in sysfs (PCI class 0x12 or known ids, /sys/class/accel, "
                      "device tree, devfreq)")
