@@ -143,3 +143,36 @@ def test_snapshot_sysfs_and_firmware_dir(tmp_path):
     assert npu and npu[0]["pci_address"] == pci
     assert npu[0]["firmware"]["dir"] == "/lib/firmware/amdnpu/1502_00"
     assert npu[0]["firmware"]["files"] == ["npu.sbin"]
+
+
+@pytest.mark.parametrize("name,pci,key,value", [
+    ("dmesg-amdxdna-fw-request-intree-6.14.txt", "0000:64:00.1", "firmware_file", "amdnpu/17f0_10/npu.sbin"),
+    ("dmesg-amdxdna-fw-request-oot-6.10.txt", "0000:c5:00.1", "firmware_request_error", -2),
+    ("dmesg-amdxdna-fw-protocol-6.19.txt", "0000:c7:00.1", "firmware_protocol", "7.3"),
+    ("dmesg-amdxdna-fw-validate-2024.txt", "0000:66:00.1", "firmware_validate_error", -5),
+])
+def test_kernel_log_firmware_failures(name, pci, key, value):
+    st = parse_kernel_log((DATA / name).read_text())[pci]
+    assert st[key] == value
+
+
+def _dmesg_snapshot(tmp_path, name):
+    snap = tmp_path / "snap"
+    (snap / "fs").mkdir(parents=True)
+    (snap / "commands.toml").write_text(
+        "[[command]]\nargv = [\"dmesg\"]\nreturncode = 0\nstdout = '''\n" + (DATA / name).read_text() + "'''\n")
+    return snap
+
+
+@pytest.mark.parametrize("name,present,absent", [
+    ("dmesg-amdxdna-fw-request-intree-6.14.txt", {"firmware-missing", "driver-probe-failed"},
+     {"firmware-driver-mismatch", "no-accelerator-found"}),
+    ("dmesg-amdxdna-fw-validate-2024.txt", {"firmware-driver-mismatch", "driver-probe-failed"},
+     {"firmware-missing"}),
+    ("dmesg-amdxdna-fw-protocol-6.19.txt", {"firmware-driver-mismatch"}, {"firmware-missing"}),
+    ("dmesg-amdxdna-initialized.txt", set(),
+     {"firmware-missing", "firmware-driver-mismatch", "driver-probe-failed", "no-accelerator-found"}),
+])
+def test_kernel_log_findings(tmp_path, name, present, absent):
+    ids = finding_ids(check_json(_dmesg_snapshot(tmp_path, name)))
+    assert present <= ids and not (absent & ids), ids

@@ -141,6 +141,11 @@ def collect_xdna(ctx: ProbeContext) -> None:
                 fw["not_alive"] = True
             if st.get("firmware_request_error") is not None:
                 fw["request_error"] = st["firmware_request_error"]
+                fw["requested"] = st.get("firmware_file")
+            if st.get("firmware_protocol"):
+                fw["rejected_protocol"] = st["firmware_protocol"]
+            if st.get("firmware_validate_error") is not None:
+                fw["validate_error"] = st["firmware_validate_error"]
             if fw:
                 rec["firmware"] = fw
             if st.get("initialized") is not None:

@@ -153,6 +153,9 @@ _PROBE_RE = re.compile(r"probe with driver amdxdna failed with error (-?\d+)")
 _PROBE_OLD_RE = re.compile(r"amdxdna: probe of " + _PCI + r" failed with error (-?\d+)")
 _MBOX_RE = re.compile(r"Invalid mbox magic (0x[0-9a-fA-F]+)")
 _NOT_ALIVE_RE = re.compile(r"firmware is not alive")
+_FW_REQUEST_RE = re.compile(r"failed to request_firmware (\S+), ret (-?\d+)")
+_PROTOCOL_RE = re.compile(r"Incompatible firmware protocol major (\d+) minor (\d+)")
+_VALIDATE_RE = re.compile(r"failed to validate fw, ret (-?\d+)")
 _ERROR_RE = re.compile(r"\*ERROR\*\s*(.*)$")
 
 
@@ -162,7 +165,10 @@ def parse_kernel_log(text: str) -> Dict[str, Dict[str, Any]]:
 
     Each value: {pci_address, drm_version ("0.6.0" from `Initialized amdxdna_accel_driver`),
     minor, initialized (bool), probe_error (int), mbox_magic ("0x30ec000"), firmware_not_alive
-    (True), firmware_request_error (int), errors: [*ERROR* texts]}. Empty when no amdxdna line.
+    (True), firmware_file + firmware_request_error (`aie2_init: failed to request_firmware
+    amdnpu/17f0_10/npu.sbin, ret -2`), firmware_protocol ("7.3", rejected by
+    `aie2_check_protocol`), firmware_validate_error (int, `failed to validate fw`), errors:
+    [*ERROR* texts]}. Empty when no amdxdna line.
     """
     by_pci: Dict[str, Dict[str, Any]] = {}
 
@@ -198,10 +204,16 @@ def parse_kernel_log(text: str) -> Dict[str, Dict[str, Any]]:
             d["mbox_magic"] = m.group(1)
         if _NOT_ALIVE_RE.search(line):
             d["firmware_not_alive"] = True
-        if "amdnpu" in line and ("firmware" in line.lower()):
-            fm = re.search(r"(-\d+)\s*$", line.strip().rstrip(")"))
-            if fm and ("fail" in line.lower() or "error" in line.lower()):
-                d["firmware_request_error"] = int(fm.group(1))
+        m = _FW_REQUEST_RE.search(line)
+        if m:
+            d["firmware_file"] = m.group(1)
+            d["firmware_request_error"] = int(m.group(2))
+        m = _PROTOCOL_RE.search(line)
+        if m:
+            d["firmware_protocol"] = f"{m.group(1)}.{m.group(2)}"
+        m = _VALIDATE_RE.search(line)
+        if m:
+            d["firmware_validate_error"] = int(m.group(1))
         m = _ERROR_RE.search(line)
         if m:
             d.setdefault("errors", []).append(m.group(1).strip())
