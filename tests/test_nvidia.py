@@ -202,7 +202,7 @@ def test_case_c2_13_headroom_to_max_operating_target():
     assert any("thermald" in x["text"] for x in f["fixes"])  # 40 C below slowdown: platform policy
     facts = rep["facts"]
     assert fact_values(facts, "drivers.nvidia.version") == ["465.27"]
-    assert fact_values(facts, "sdks.cuda.driver_version") == ["11.3"]
+    assert fact_values(facts, "drivers.nvidia.cuda_version") == ["11.3"]
     assert fact_values(facts, "sdks.cuda.version") == []  # the driver's CUDA level is no toolkit
     assert fact_values(facts, "accelerators.*.pci_address") == ["0000:2d:00.0"]
 

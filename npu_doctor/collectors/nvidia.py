@@ -5,9 +5,10 @@ Facts written:
   module in memory), else /sys/module/nvidia/version, else nvidia-smi's "Driver Version";
 - `sdks.nvml.{version, path}` from the user-space library's file name
   (`libnvidia-ml.so.460.73.01`);
-- `sdks.cuda.driver_version`: the CUDA level the driver supports (nvidia-smi "CUDA Version"),
-  which is not an installed toolkit; `sdks.cuda.{version, path}` from the toolkit itself
-  (`/usr/local/cuda*/version.json`, `version.txt`, or `nvcc --version`);
+- `drivers.nvidia.cuda_version`: the CUDA level the driver supports (nvidia-smi "CUDA Version"),
+  which is not an installed toolkit (on a Jetson: `sdks.l4t.cuda_driver_version`);
+- `sdks.cuda.{version, path}` from the toolkit itself (`/usr/local/cuda*/version.json`,
+  `version.txt`, or `nvcc --version`; the `cuda-toolkit` probe);
 - `accelerators[]` (vendor nvidia) from `nvidia-smi -q` (see parsers.nvidia);
 - `nvidia.smi.{status, kind, error, message, returncode}` when nvidia-smi failed, plus an
   `inventory.incomplete` entry (the GPU count is unknown, not 0);
@@ -115,7 +116,7 @@ def collect_nvidia(ctx: ProbeContext) -> None:
     if ctx.host.exists("/etc/nv_tegra_release"):
         # Jetson (L4T 36+ ships nvidia-smi for the integrated nvgpu GPU, "Orin (nvgpu)", with
         # mostly N/A fields): the jetson probe owns that GPU; keep only the CUDA level.
-        facts.set("sdks.cuda.driver_version", parsed.get("cuda_version"), src)
+        facts.set("sdks.l4t.cuda_driver_version", parsed.get("cuda_version"), src)
         facts.set("nvidia.smi.integrated", True, src)
         return
     drv = parsed.get("driver_version")
@@ -124,7 +125,7 @@ def collect_nvidia(ctx: ProbeContext) -> None:
             facts.set("drivers.nvidia.version", drv, src)
         elif versions.compare(drv, facts.get("drivers.nvidia.version")) != 0:
             facts.set("nvidia.smi.driver_version", drv, src)
-    facts.set("sdks.cuda.driver_version", parsed.get("cuda_version"), src)
+    facts.set("drivers.nvidia.cuda_version", parsed.get("cuda_version"), src)
     facts.set("nvidia.smi.attached_gpus", parsed.get("attached_gpus"), src)
     for rec in parsed["gpus"]:
         facts.add_accelerator(rec, source=src)
