@@ -1,0 +1,269 @@
+"""Redaction of personal and machine-identifying values in a capture.
+
+What is replaced (each kind with its own placeholder, numbered in order of first sight, so
+the same value gets the same placeholder in every file, command output, log and path):
+
+| kind      | found by                                                           | placeholder |
+|-----------|--------------------------------------------------------------------|-------------|
+| hostname  | the host's own name (given with `add_hostname`), as a whole token  | `host-1` |
+| user      | the invoking user's name (`add_user`), as a whole token            | `user1` |
+| home      | the user's home directory (`add_home`), as a path prefix           | `/home/user1` |
+| serial    | `Serial Number: X`, `serial_number": "X"`, `serial=X`, `SN: X`, and whole files named serial, serial_number, product_serial, board_serial, chassis_serial, machine-id, unique_id | `SERIAL-0001` |
+| uuid      | 8-4-4-4-12 hex UUIDs anywhere; values of `uuid=`/`UUID=`/`PARTUUID=` | `00000000-0000-4000-8000-000000000001` |
+| mac       | six hex pairs joined by `:` or `-` (not all zeros / all ones)      | `02:00:00:00:00:01` |
+| ipv4      | a dotted quad on a line that speaks of addresses (inet, addr, ip, host, server, gateway, via, src, dst, nameserver, url, `@`, `://`), with a /prefix or :port, or in 192.168/16, 172.16/12, 169.254/16; never 127.x, 0.0.0.0 or masks | `192.0.2.1` (RFC 5737) |
+| ipv6      | full or `::`-compressed IPv6 (not ::1)                             | `2001:db8::1` (RFC 3849) |
+
+A dotted quad that is not in an address context is left alone on purpose: TensorRT
+`8.6.1.6` and cuDNN `8.9.7.29` look like IPv4 addresses, and a version must survive a capture.
+For the same reason names are replaced only as whole tokens (`(?<![\\w.-])NAME(?![\\w-])`),
+never inside `linux-image-NAME` or `NAME-tools`, and not in os-release or device-tree files,
+where a default hostname such as `raspberrypi` is the board's compatible string.
+
+Use: `scan(text, path)` over everything first (learns values), then `apply(text, path)`;
+`value(obj)` redacts a facts tree the same way (for comparing a live run with its capture).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+KINDS = ("hostname", "user", "home", "serial", "uuid", "mac", "ipv4", "ipv6")
+
+#: Names that identify nothing (a default image name, not a person or a machine).
+GENERIC_NAMES = {"localhost", "localhost.localdomain", "root", "user", "admin", "nobody", ""}
+#: Serial-number values that are not serial numbers.
+NON_VALUES = {"n/a", "na", "none", "unknown", "not specified", "not available", "default string",
+              "to be filled by o.e.m.", "0", "00000000", "0x0", "null", "-", "[n/a]",
+              "not supported", "unsupported", "(null)", "ffffffff"}
+#: Files whose whole content is a serial number or a machine id (by basename).
+SERIAL_FILES = {"serial", "serial_number", "serial-number", "product_serial", "board_serial",
+                "chassis_serial", "machine-id", "unique_id", "product_uuid", "serial_num"}
+#: Paths where tokens are vendor identifiers, never the host's or user's name.
+NAME_SAFE_PREFIXES = ("/etc/os-release", "/usr/lib/os-release", "/proc/device-tree/",
+                      "/sys/firmware/devicetree/", "/etc/lsb-release", "/etc/debian_version")
+
+_SERIAL_KV = re.compile(
+    r"(?i)(\b(?:serial(?:[ _-]?(?:number|no|num))?|product[ _-]?serial|board[ _-]?serial|"
+    r"board[ _-]?sn|chip[ _-]?sn|s/n|sn)\b\"?\s*[:=]\s*\"?[ \t]*)([^\s\",;|]+)")
+_HOME_RE = re.compile(r"(?<![\w.-])/home/([A-Za-z0-9._-]+)")
+_UUID_KV = re.compile(r"(?i)(\b(?:uuid|partuuid|fs[_-]?uuid)\s*[:=]\s*\"?)([^\s\",;)]+)")
+_UUID = re.compile(r"(?<![0-9A-Fa-f])[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-"
+                   r"[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}(?![0-9A-Fa-f])")
+_MAC = re.compile(r"(?<![0-9A-Fa-f:-])(?:[0-9A-Fa-f]{2}([:-]))(?:[0-9A-Fa-f]{2}\1){4}"
+                  r"[0-9A-Fa-f]{2}(?![0-9A-Fa-f:-])")
+_IPV4 = re.compile(r"(?<![\w.])((?:\d{1,3}\.){3}\d{1,3})(/\d{1,2}|:\d{1,5})?(?![\w]|\.\d)")
+_IP_CONTEXT = re.compile(
+    r"(?i)\b(?:inet6?|addr|address|ip|ipv4|ipaddr|host|hostname|server|gateway|gw|via|src|"
+    r"dst|peer|nameserver|client|dhcp\w*|lease|route|listen\w*|connect\w*|remote|proxy|url|"
+    r"https?|ssh|ping|from|to)\b|@|://")
+_IPV6 = re.compile(
+    r"(?<![0-9A-Fa-f:\w.])("
+    r"(?:[0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}"
+    r"|(?:[0-9A-Fa-f]{1,4}:){1,6}:(?:[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{1,4}){0,5})?"
+    r"|::[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{1,4}){0,6}"
+    r")(/\d{1,3})?(?![0-9A-Fa-f:\w])")
+
+
+def _private_v4(ip: str) -> bool:
+    a, b = (int(x) for x in ip.split(".")[:2])
+    return (a == 192 and b == 168) or (a == 172 and 16 <= b <= 31) or (a == 169 and b == 254)
+
+
+class Redactor:
+    """A consistent value -> placeholder mapping for one capture. `enabled=False` passes
+    everything through (capture --no-redact)."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.maps: Dict[str, Dict[str, str]] = {k: {} for k in KINDS}
+        self._literal_re: Optional[re.Pattern] = None
+        self._homes: List[Tuple[str, str]] = []
+        self._placeholders: set = set()
+
+    # -- learning --------------------------------------------------------------------------
+    def _ph(self, kind: str, value: str) -> str:
+        m = self.maps[kind]
+        if value in self._placeholders:
+            return value  # already redacted: applying twice changes nothing
+        if value not in m:
+            n = len(m) + 1
+            m[value] = {
+                "hostname": f"host-{n}", "user": f"user{n}", "home": f"/home/user{n}",
+                "serial": f"SERIAL-{n:04d}", "uuid": f"00000000-0000-4000-8000-{n:012d}",
+                "mac": "02:00:00:00:{:02x}:{:02x}".format(n // 256 % 256, n % 256),
+                "ipv4": f"192.0.2.{n % 254 + 1}" if n < 254 else f"198.51.100.{n % 254 + 1}",
+                "ipv6": f"2001:db8::{n:x}",
+            }[kind]
+            self._placeholders.add(m[value])
+            self._literal_re = None
+        return m[value]
+
+    def add_hostname(self, name: Optional[str]) -> None:
+        """The host's name (and its short form when given a FQDN)."""
+        name = (name or "").strip()
+        if not self.enabled or name.lower() in GENERIC_NAMES or len(name) < 2:
+            return
+        self._ph("hostname", name)
+        short = name.split(".")[0]
+        if short != name and short.lower() not in GENERIC_NAMES and len(short) >= 2:
+            self._ph("hostname", short)
+
+    def add_user(self, name: Optional[str]) -> None:
+        name = (name or "").strip()
+        if self.enabled and name.lower() not in GENERIC_NAMES and len(name) >= 2:
+            self._ph("user", name)
+
+    def add_home(self, path: Optional[str]) -> None:
+        path = posixpath.normpath(path or "/")
+        if not self.enabled or path in ("/", "/root", "/home") or not path.startswith("/"):
+            return
+        ph = self._ph("home", path)
+        self._homes = sorted(((p, r) for p, r in self.maps["home"].items()),
+                             key=lambda t: -len(t[0]))
+        del ph
+
+    def _serial(self, value: str) -> Optional[str]:
+        v = value.strip().strip("\"'")
+        if not v or v.lower() in NON_VALUES or not re.search(r"[0-9A-Za-z]", v):
+            return None
+        if not re.search(r"\d", v) and len(v) < 6:
+            return None
+        return self._ph("serial", v)
+
+    def scan(self, text: str, path: Optional[str] = None) -> None:
+        """Learn the sensitive values of one text (file content, command output, log)."""
+        if not self.enabled or not text:
+            return
+        if path and posixpath.basename(path) in SERIAL_FILES:
+            self._serial(text.strip("\x00").strip())
+        for m in _HOME_RE.finditer(text):
+            self.add_user(m.group(1))
+            if m.group(1) in self.maps["user"]:
+                self.add_home("/home/" + m.group(1))
+        for m in _SERIAL_KV.finditer(text):
+            self._serial(m.group(2))
+        for m in _UUID_KV.finditer(text):
+            v = m.group(2)
+            # a standard UUID inside the value (GPU-xxxxxxxx-...) is left to the UUID pattern,
+            # so the value redacts the same with or without its key
+            if len(v) >= 4 and re.search(r"\d", v) and not _UUID.search(v):
+                self._ph("uuid", v)
+        for m in _UUID.finditer(text):
+            self._ph("uuid", m.group(0).lower())
+        for m in _MAC.finditer(text):
+            mac = m.group(0).lower().replace("-", ":")
+            if mac not in ("00:00:00:00:00:00", "ff:ff:ff:ff:ff:ff"):
+                self._ph("mac", mac)
+        for line in text.splitlines():
+            if "." in line:
+                for m in _IPV4.finditer(line):
+                    if self._is_address(m, line):
+                        self._ph("ipv4", m.group(1))
+            if "::" in line or line.count(":") >= 7:
+                for m in _IPV6.finditer(line):
+                    if self._is_v6(m.group(1)):
+                        self._ph("ipv6", m.group(1).lower())
+
+    @staticmethod
+    def _is_address(m: "re.Match", line: str) -> bool:
+        ip = m.group(1)
+        octets = [int(x) for x in ip.split(".")]
+        if any(o > 255 for o in octets) or octets[0] in (0, 127, 255) or ip.startswith("255."):
+            return False
+        if m.group(2) or _private_v4(ip):
+            return True
+        return bool(_IP_CONTEXT.search(line))
+
+    @staticmethod
+    def _is_v6(v: str) -> bool:
+        return v not in ("::1", "::") and len(v.replace(":", "")) >= 3
+
+    # -- replacing ---------------------------------------------------------------------------
+    def _literals(self) -> Optional[re.Pattern]:
+        if self._literal_re is None:
+            lits = [v for k in ("hostname", "user", "serial") for v in self.maps[k]
+                    if k != "serial" or len(v) >= 6]
+            lits += [v for v in self.maps["uuid"] if not _UUID.fullmatch(v)]
+            if not lits:
+                return None
+            alt = "|".join(re.escape(v) for v in sorted(set(lits), key=lambda s: (-len(s), s)))
+            self._literal_re = re.compile(r"(?<![\w.-])(" + alt + r")(?![\w-])")
+        return self._literal_re
+
+    def _literal_ph(self, value: str) -> str:
+        for kind in ("serial", "hostname", "user", "uuid"):
+            if value in self.maps[kind]:
+                return self.maps[kind][value]
+        return value
+
+    def apply(self, text: str, path: Optional[str] = None) -> str:
+        """Text with every learned (and every pattern-found) value replaced."""
+        if not self.enabled or not text:
+            return text
+        self.scan(text, path)
+        if path and posixpath.basename(path) in SERIAL_FILES:
+            v = text.strip("\x00").strip()
+            ph = self.maps["serial"].get(v.strip("\"'"))
+            if ph:
+                text = text.replace(v, ph)
+        for home, ph in self._homes:
+            text = re.sub(re.escape(home) + r"(?=/|\b|$)", ph, text)
+        text = _SERIAL_KV.sub(lambda m: m.group(1) + (
+            self.maps["serial"].get(m.group(2).strip("\"'"), m.group(2))), text)
+        text = _UUID_KV.sub(lambda m: m.group(1) + self.maps["uuid"].get(m.group(2), m.group(2)),
+                            text)
+        text = _UUID.sub(lambda m: self.maps["uuid"].get(m.group(0).lower(), m.group(0)), text)
+        text = _MAC.sub(lambda m: self.maps["mac"].get(m.group(0).lower().replace("-", ":"),
+                                                       m.group(0)), text)
+        if self.maps["ipv4"]:
+            text = _IPV4.sub(lambda m: self.maps["ipv4"].get(m.group(1), m.group(1)) +
+                             (m.group(2) or ""), text)
+        if self.maps["ipv6"]:
+            text = _IPV6.sub(lambda m: self.maps["ipv6"].get(m.group(1).lower(), m.group(1)) +
+                             (m.group(2) or ""), text)
+        lit = self._literals()
+        if lit is not None and not (path and path.startswith(NAME_SAFE_PREFIXES)):
+            text = lit.sub(lambda m: self._literal_ph(m.group(1)), text)
+        elif lit is not None and self.maps["serial"]:
+            # in name-safe files still replace serials (device-tree serial-number)
+            ser = [v for v in self.maps["serial"] if len(v) >= 6]
+            if ser:
+                rx = re.compile(r"(?<![\w.-])(" + "|".join(re.escape(v) for v in ser) + r")(?![\w-])")
+                text = rx.sub(lambda m: self.maps["serial"][m.group(1)], text)
+        return text
+
+    def apply_path(self, path: str) -> str:
+        """A host path with home directories, names, serials and ids replaced."""
+        if not self.enabled:
+            return path
+        return self.apply(path)
+
+    def value(self, obj: Any, path: Optional[str] = None) -> Any:
+        """A facts tree (dicts, lists, scalars) with every string redacted like the capture."""
+        if not self.enabled:
+            return obj
+        if isinstance(obj, str):
+            return self.apply(obj, path)
+        if isinstance(obj, dict):
+            return {self.value(k) if isinstance(k, str) else k: self.value(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [self.value(v) for v in obj]
+        return obj
+
+    def summary(self) -> Dict[str, int]:
+        """How many distinct values of each kind were replaced."""
+        return {k: len(v) for k, v in self.maps.items() if v}
+
+
+def is_text(data: bytes) -> bool:
+    """Whether bytes are text we may redact (UTF-8, no NUL): binaries are never rewritten."""
+    if b"\x00" in data[:65536]:
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
