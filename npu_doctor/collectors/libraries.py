@@ -9,11 +9,12 @@ normalised name, found through `importlib.metadata`). Each is resolved like ld.s
 One `libraries[]` record per SDK library, plus one per dependency outside the SDK that has a
 problem of its own (`dependency_of` = the SDK library that pulls it in):
 
-    {path, soname, sdk, class ("ELF64"), machine ("x86_64"), needed: [names],
+    {path, soname, sdk, class ("ELF64"), machine ("x86_64"), needed: [names], loaded_by,
      missing: [names], unsatisfied: [{version, library, provider, basis, provided_max}],
      unverified: [...] (snapshot: provider not captured), unknown: [names] (snapshot without
      a loader cache: cannot tell), search_path (what was tried for the first missing name),
-     remedies: ["name: what installs it"], found_elsewhere: [paths], problems (text)}
+     remedies: ["name: what installs it"], found_elsewhere: [paths], unsatisfied_text,
+     severity ("warning" when every missing name only matters to an optional part)}
 
 `library_scan` summarises the run: roots, files parsed, loader cache source, duration_ms.
 A deriver then compares `unverified` GLIBC_x.y requirements with `libc.version`
@@ -108,13 +109,20 @@ def _python_libraries(patterns: List[str]) -> List[Tuple[str, str]]:
     return out
 
 
-def _remedy(name: str, table: List[Dict[str, Any]]) -> str:
+def _row(name: str, table: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     for row in table:
         pats = row.get("match", [])
         if isinstance(pats, str):
             pats = [pats]
         if any(fnmatch.fnmatchcase(name, p) for p in pats):
-            return f"{name}: {row.get('text', '')}"
+            return row
+    return None
+
+
+def _remedy(name: str, table: List[Dict[str, Any]]) -> str:
+    row = _row(name, table)
+    if row is not None:
+        return f"{name}: {row.get('text', '')}"
     return (f"{name}: install the package that provides it (Debian/Ubuntu: `apt-file search "
             f"{name}`; RHEL/openEuler: `dnf provides '*/{name}'`), or add the directory that "
             "holds it to /etc/ld.so.conf.d/ and run `sudo ldconfig`")
@@ -159,6 +167,7 @@ def _record(node: Node, sdk: str, remedies: List[Dict[str, Any]],
         "path": node.path, "soname": info.soname, "sdk": sdk, "class": info.class_name,
         "machine": info.machine, "needed": list(info.needed),
         "missing": list(node.missing), "unsatisfied": list(node.unsatisfied),
+        "loaded_by": "",
     }
     if info.rpath:
         rec["rpath"] = list(info.rpath)
@@ -171,6 +180,9 @@ def _record(node: Node, sdk: str, remedies: List[Dict[str, Any]],
     if node.missing:
         rec["search_path"] = _search_path(node, node.missing[0])
         rec["remedies"] = [_remedy(n, remedies) for n in node.missing]
+        # a table row may say a name only matters to an optional part (`severity = "warning"`)
+        sev = {(_row(n, remedies) or {}).get("severity", "error") for n in node.missing}
+        rec["severity"] = "warning" if sev == {"warning"} else "error"
         elsewhere = [p for n in node.missing for p in index.get(n, [])]
         if elsewhere:
             rec["found_elsewhere"] = elsewhere
@@ -202,6 +214,10 @@ def _walk_roots(ctx: ProbeContext) -> List[Tuple[str, str, bool]]:
         if st is None or st.type != "file":
             continue
         seen.add(real)
+        # report the file itself rather than a symlink to it in the same directory
+        # ($ORIGIN is the same either way)
+        if posixpath.dirname(real) == posixpath.dirname(p):
+            p = real
         out.append((sdk, p, py))
     return out
 
@@ -248,6 +264,7 @@ def collect_libraries(ctx: ProbeContext) -> None:
             if node.missing or node.unsatisfied or node.unverified:
                 rec = _record(node, sdk, remedies, index)
                 rec["dependency_of"] = path
+                rec["loaded_by"] = f", loaded by {path},"
                 dep_records[node.path] = rec
     if not records:
         raise NoData("no ELF shared objects among the SDK files found")
