@@ -318,3 +318,14 @@ def test_snapshot_kernel_and_runtime_log_signatures(tmp_path):
     assert any("client of version 415.27" in m and "390.129" in m for m in msgs)
     assert any("CUDA runtime is newer" in m for m in msgs)
     assert "device-unresponsive" in finding_ids(rep)
+
+
+def test_snapshot_partial_report_keeps_the_answering_gpus(tmp_path):
+    # nvidia-smi lists the GPUs that answer and prints NVML's error for a lost one (exit != 0)
+    text = SMI_418 + "\nUnable to determine the device handle for GPU0000:05:00.0: Unknown Error\n"
+    rep = check_json(_snapshot(tmp_path, commands=[{"argv": ["nvidia-smi", "-q"], "returncode": 15,
+                                                     "stdout": text}]))
+    assert fact_values(rep["facts"], "accelerators.*.pci_address") == ["0004:04:00.0"]
+    assert rep["facts"]["nvidia"]["smi"]["status"] == "partial"
+    assert "device-unresponsive" in finding_ids(rep)
+    assert "no-accelerator-found" not in finding_ids(rep)

@@ -98,21 +98,27 @@ def collect_nvidia(ctx: ProbeContext) -> None:
                                  "message": "nvidia-smi -q did not answer"}, src)
         _incomplete(ctx, "nvidia-smi -q timed out (a hung GPU or driver)")
         return
-    fail = nvml_failure(out) if (res.returncode != 0 or "NVSMI LOG" not in out) else None
+    has_report = "NVSMI LOG" in res.stdout
+    fail = nvml_failure(out) if (res.returncode != 0 or not has_report) else None
     if fail is not None or res.returncode != 0:
         info: Dict[str, Any] = {"status": "failed", "returncode": res.returncode}
         info.update(fail or {"kind": "failed",
                              "message": (out.strip().splitlines() or ["(no output)"])[-1][:200]})
-        facts.set("nvidia.smi", info, src)
         if fail and fail.get("nvml_version") and facts.get("sdks.nvml.version") is None:
             facts.set("sdks.nvml.version", fail["nvml_version"], src)
         _incomplete(ctx, f"nvidia-smi failed: {info['message']}")
-        return
+        if not has_report:
+            facts.set("nvidia.smi", info, src)
+            return
+        # a partial report (e.g. one GPU lost, the others listed): keep both
+        info["status"] = "partial"
+        facts.set("nvidia.smi", info, src)
     try:
         parsed = parse_nvidia_smi_q(res.stdout)
     except ValueError as e:
         raise ProbeError(f"unparsable output from nvidia-smi -q: {e}") from None
-    facts.set("nvidia.smi.status", "ok", src)
+    if res.returncode == 0:
+        facts.set("nvidia.smi.status", "ok", src)
     if ctx.host.exists("/etc/nv_tegra_release"):
         # Jetson (L4T 36+ ships nvidia-smi for the integrated nvgpu GPU, "Orin (nvgpu)", with
         # mostly N/A fields): the jetson probe owns that GPU; keep only the CUDA level.
