@@ -162,3 +162,10 @@ def test_nvidia_smi_on_jetson_does_not_add_a_discrete_gpu(tmp_path):
     rep = check_json(snap)
     vendors = fact_values(rep["facts"], "accelerators.*.vendor")
     assert "nvidia" not in vendors and "jetson" in vendors
+
+
+def test_snapshot_unreadable_release_file_is_a_probe_error(tmp_path):
+    rep = check_json(_snapshot(tmp_path, {"/etc/nv_tegra_release": "corrupted\n"}))
+    probe = next(p for p in rep["probes"] if p["id"] == "jetson")
+    assert probe["status"] == "error" and "nv_tegra_release" in probe["error"]
+    assert "probe-failed" in finding_ids(rep)

@@ -28,7 +28,7 @@ from ..host import Host
 from ..parsers.dpkg import parse_dpkg_query, upstream_version
 from ..parsers.jetson import (gpu_load_percent, parse_cudnn_header, parse_nv_tegra_release,
                               tensorrt_from_libname)
-from ..probes import NoData, ProbeContext
+from ..probes import NoData, ProbeContext, ProbeError
 from ..registry import collector, deriver
 from .nvidia import load_matrix
 
@@ -80,6 +80,9 @@ def collect_jetson(ctx: ProbeContext) -> None:
             facts.set("sdks.l4t.version", upstream_version(core), "$ dpkg-query -W")
             facts.set("sdks.l4t.build", core, "$ dpkg-query -W")
     if facts.get("sdks.l4t.version") is None:
+        if text:
+            raise ProbeError(f"{RELEASE_FILE}: no 'R<major> (release), REVISION: <x.y>' line "
+                             f"(first line: {text.splitlines()[0][:80]!r})")
         raise NoData("not a Jetson (no /etc/nv_tegra_release, no nvidia-l4t-core package)")
 
     if pkgs is None:
