@@ -173,3 +173,17 @@ def test_snapshot_rkllm_driver_too_low(tmp_path):
     assert any(x["severity"] == "error" and "0.9.7" in x["message"] and "0.8.2" in x["message"]
                for x in found), found
     assert rep["facts"]["sdks"]["rkllm"]["version"] == "1.1.2"
+
+
+def test_snapshot_rknn_server_from_other_release(tmp_path):
+    snap = _snapshot(tmp_path)
+    shutil.copy(build_so(tmp_path, V160), snap / "fs/usr/lib/librknnrt.so")
+    (snap / "fs/usr/bin").mkdir(parents=True)
+    # rknn_server 2.3.2's own string (airockchip/rknn-toolkit2 release binaries, matrices.md §2.1)
+    server = build_so(tmp_path / "srv" if (tmp_path / "srv").mkdir() is None else tmp_path,
+                      "rknn_server version: 2.3.2 (1842325 build@2025-03-30T09:54:34)", "rknn_server")
+    shutil.copy(server, snap / "fs/usr/bin/rknn_server")
+    rep = check_json(snap)
+    assert rep["facts"]["sdks"]["rknn_server"]["version"] == "2.3.2"
+    f = [x for x in rep["findings"] if x["id"] == "toolkit-runtime-mismatch" and x["subject"] == "rknn_server"]
+    assert f and f[0]["severity"] == "warning" and "1.6.0" in f[0]["message"]

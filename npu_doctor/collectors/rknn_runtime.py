@@ -182,10 +182,11 @@ def check_runtime_driver(component: str, runtime_version: str, driver_version: s
     cover = [r for r in rows if r.get("runtime") == component
              and _in_range(runtime_version, r.get("runtime_min"), r.get("runtime_below"))]
     if not cover:
-        known = sorted({f"{r.get('runtime_min')}..<{r.get('runtime_below')}" for r in rows
+        known = sorted({f"{r.get('runtime_min')} to before {r.get('runtime_below')}" for r in rows
                         if r.get("runtime") == component})
         rec.update(status="not-in-matrix",
-                   detail=f"rows cover {component} {', '.join(known) or 'no version'}")
+                   detail=(f"the matrix covers {component} {', '.join(known)}" if known else
+                           f"the matrix has no rows for {component}"))
         return rec
     # the strictest row that covers this runtime decides
     cover.sort(key=lambda r: versions.normalize(r["driver_min"]) or versions.normalize("0"))
@@ -265,6 +266,22 @@ def derive_rknn_compat(facts: Facts, host: Host) -> None:
             rec.update(status="ok", detail=f"runtime {runtime} >= toolkit {a[0]}.{a[1]}")
         out.append((rec, f"sdks.{tk_key}.version"))
         break
+    # rknn_server (board side of the PC toolkit's connection) and the runtime it loads
+    server = facts.get("sdks.rknn_server.version")
+    rt = facts.get("sdks.librknnrt.version")
+    if server and rt:
+        a, b = _major_minor(server), _major_minor(rt)
+        if a is not None and b is not None:
+            rec = {"matrix": "rknn-server-runtime", "subject": "rknn_server",
+                   "what": f"rknn_server {server} with librknnrt {rt}",
+                   "server_version": server, "runtime_version": rt}
+            if a != b:
+                rec.update(status="mismatch", kind="recommended",
+                           detail="rknn_server and librknnrt come from different rknpu2 releases; "
+                                  "install both from the same release (airockchip/rknn-toolkit2#175)")
+            else:
+                rec.update(status="ok", detail="same release series")
+            out.append((rec, "sdks.rknn_server.version"))
     if not out:
         return
     lst = facts.data.setdefault("compat", [])
