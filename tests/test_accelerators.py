@@ -143,7 +143,9 @@ def test_k03_powersave_governor_fix():
     assert "powersave" in f["message"] and "300000000" in f["message"]
     now = [x for x in f["fixes"] if x["kind"] == "now"][0]
     assert now["sysfs_write"] == {"path": "/sys/class/devfreq/fdab0000.npu/governor", "value": "performance"}
-    assert any("tmpfiles" in x["text"] for x in f["fixes"] if x["kind"] == "persist")
+    persist = [x["text"] for x in f["fixes"] if x["kind"] == "persist"][0]
+    assert 'ACTION=="add", SUBSYSTEM=="devfreq", KERNEL=="fdab0000.npu", ATTR{governor}="performance"' in persist
+    assert "tmpfiles" in persist
 
 
 def test_k05_temperature_from_npu_thermal_zone():

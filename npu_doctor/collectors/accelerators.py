@@ -19,7 +19,8 @@ main /dev node), dev_nodes [{path, type, mode "0660", uid, gid, group, can_open,
 access {can_open, path, mode, owner, group, user, udev_rule} (when a node was checked),
 power {control, runtime_status, autosuspend_delay_ms, runtime_suspended_time_ms,
 runtime_active_time_ms} from `<device>/power/`, pcie {cur_speed_gts, max_speed_gts, cur_width,
-max_width}, freq.devfreq (the devfreq class path, filled by the `link_devfreq` deriver),
+max_width}, freq.devfreq (the devfreq class path; freq.devfreq_name, cur_hz ... are filled by
+the `link_devfreq` deriver),
 driver.bound (true when the `driver` link or anything only a bound driver creates exists:
 a class device, debugfs, a devfreq device), udev.match (udev match keys for this device, used
 by the persistent fixes), sensors.temperature {available, zone_types, path}.
@@ -686,6 +687,15 @@ def _devfreq_read(host: Host, path: str) -> Dict[str, Any]:
     return out
 
 
+def _devfreq_name(facts: Facts, base: str, name: str, source: Optional[str]) -> None:
+    if not name:
+        return
+    facts.set(f"{base}.devfreq_name", name, source)
+    # the persistent fix of governor-not-performance (a rule template cannot hold ATTR{...})
+    facts.set(f"{base}.udev_rule", f'ACTION=="add", SUBSYSTEM=="devfreq", KERNEL=="{name}", '
+                                   'ATTR{governor}="performance"', source)
+
+
 @deriver(order=60)
 def link_devfreq(facts: Facts, host: Host) -> None:
     """accelerators[].freq from the devfreq device of the same sysfs device (or devfreq path)."""
@@ -703,12 +713,15 @@ def link_devfreq(facts: Facts, host: Host) -> None:
         if match is not None:
             d = devs[match]
             facts.set(f"{base}.devfreq", d.get("sysfs"), facts.source_of(f"devfreq.devices[{match}]"))
+            _devfreq_name(facts, base, d.get("name") or posixpath.basename(d.get("sysfs") or ""),
+                          facts.source_of(f"devfreq.devices[{match}]"))
             for key in ("cur_hz", "min_hz", "max_hz", "governor"):
                 if d.get(key) is not None and facts.get(f"{base}.{key}") is None:
                     facts.set(f"{base}.{key}", d[key],
                               facts.source_of(f"devfreq.devices[{match}].{key}"))
         elif want and not devs:
             # the devfreq probe gave nothing (not run, or another layout): read the few files
+            _devfreq_name(facts, base, posixpath.basename(want), want)
             for key, val in _devfreq_read(host, want).items():
                 if facts.get(f"{base}.{key}") is None:
                     attr = {"cur_hz": "cur_freq", "min_hz": "min_freq", "max_hz": "max_freq"}.get(key, key)
