@@ -329,3 +329,17 @@ def test_snapshot_partial_report_keeps_the_answering_gpus(tmp_path):
     assert rep["facts"]["nvidia"]["smi"]["status"] == "partial"
     assert "device-unresponsive" in finding_ids(rep)
     assert "no-accelerator-found" not in finding_ids(rep)
+
+
+def test_memory_headroom_absolute_form():
+    g = parse_nvidia_smi_q(SMI_418)["gpus"][0]
+    assert g["thermal"]["memory_headroom_c"] == 85 - 34
+    # margin form (R565+) prints no absolute memory limit: unknown, not computed
+    assert "memory_headroom_c" not in parse_nvidia_smi_q(SMI_566)["gpus"][0]["thermal"]
+
+
+def test_snapshot_hbm_near_its_limit(tmp_path):
+    text = SMI_418.replace("        Memory Current Temp         : 34 C", "        Memory Current Temp         : 82 C")
+    rep = check_json(_snapshot(tmp_path, commands=[{"argv": ["nvidia-smi", "-q"], "returncode": 0, "stdout": text}]))
+    msgs = [f["message"] for f in rep["findings"] if f["id"] == "thermal-headroom-low"]
+    assert any("memory at 82 °C is 3 °C below" in m for m in msgs)

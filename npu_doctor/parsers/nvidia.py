@@ -183,6 +183,9 @@ def _gpu_record(bus: str, g: Dict[str, Any], index: int) -> Dict[str, Any]:
         if v is not None:
             thermal[field] = v
     _thermal_limit(rec, thermal)
+    if "memory_c" in thermal and "memory_max_operating_c" in thermal:
+        # HBM/GDDR: the driver slows memory clocks at its max operating temperature
+        thermal["memory_headroom_c"] = thermal["memory_max_operating_c"] - thermal["memory_c"]
     if thermal:
         rec["thermal"] = thermal
 
