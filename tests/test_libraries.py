@@ -255,6 +255,27 @@ def test_live_probe_finds_missing_library_and_points_to_the_copy_elsewhere(sdk_b
     assert sdk["missing"] == []
 
 
+@needs_gcc
+def test_problem_in_a_dependency_outside_the_sdk_gets_its_own_record(tmp_path):
+    """libsdk.so -> libmid.so (found through RUNPATH, not an SDK file) -> libgone.so.1 (missing)."""
+    cc(tmp_path / "gone/libgone.so.1", "int gone(void){return 1;}\n", "-Wl,-soname,libgone.so.1")
+    cc(tmp_path / "mid/libmid.so", "extern int gone(void);\nint mid(void){return gone();}\n",
+       f"-L{tmp_path / 'gone'}", "-l:libgone.so.1", "-Wl,-soname,libmid.so")
+    cc(tmp_path / "sdk/libsdk.so", "extern int mid(void);\nint sdk(void){return mid();}\n",
+       f"-L{tmp_path / 'mid'}", "-l:libmid.so", f"-Wl,--enable-new-dtags,-rpath,{tmp_path / 'mid'}")
+    (tmp_path / "gone/libgone.so.1").unlink()
+    probes = write_probe_override(tmp_path / "probes", [f"{tmp_path}/sdk/*.so"])
+    proc = run_cli("check", "--probes", str(probes), "--format", "json", "--fail-on", "never",
+                   "--select", "missing-shared-library", env={"LD_LIBRARY_PATH": ""})
+    report = json.loads(proc.stdout)
+    recs = {l["path"]: l for l in report["facts"]["libraries"]}
+    sdk, mid = recs[f"{tmp_path}/sdk/libsdk.so"], recs[f"{tmp_path}/mid/libmid.so"]
+    assert sdk["missing"] == [] and mid["missing"] == ["libgone.so.1"]
+    assert mid["dependency_of"] == sdk["path"] and mid["sdk"] == "testsdk"
+    f = next(f for f in report["findings"] if f["subject"] == mid["path"])
+    assert f"loaded by {sdk['path']}" in f["message"] and "libgone.so.1" in f["message"]
+
+
 # -- real vendor wheels ----------------------------------------------------------------------
 def _wheel(request, spec: str, platform: str, pyver: str) -> Path:
     """`pip download --no-deps` one wheel into the pytest cache (skip when offline)."""
@@ -388,6 +409,9 @@ def test_openvino_2024_4_npu_plugin_without_level_zero(request):
     assert "needs libze_loader.so.1" in f["message"] and "ld.so.cache" in f["message"]
     fix = " ".join(x["text"] for x in f["fixes"])
     assert "Level Zero loader" in fix and "intel-level-zero-npu" in fix
+    gpu = [x for x in report["findings"] if x["id"] == "missing-shared-library"
+           and x["subject"].endswith("libopenvino_intel_gpu_plugin.so")]
+    assert all(x["severity"] == "warning" and "libOpenCL.so.1" in x["message"] for x in gpu)
     # the core library and the CPU plugin load fine: no finding for them
     subjects = {x["subject"] for x in report["findings"] if x["id"] == "missing-shared-library"}
     assert not any(s.endswith("libopenvino.so.2440") or s.endswith("cpu_plugin.so") for s in subjects)

@@ -16,7 +16,8 @@ problem of its own (`dependency_of` = the SDK library that pulls it in):
      remedies: ["name: what installs it"], found_elsewhere: [paths], unsatisfied_text,
      severity ("warning" when every missing name only matters to an optional part)}
 
-`library_scan` summarises the run: roots, files parsed, loader cache source, duration_ms.
+`library_scan` summarises the run: roots, files parsed, loader cache source, duration_ms,
+cpu_ms (this probe's CPU time).
 A deriver then compares `unverified` GLIBC_x.y requirements with `libc.version`
 (basis "libc.version").
 """
@@ -222,6 +223,14 @@ def _walk_roots(ctx: ProbeContext) -> List[Tuple[str, str, bool]]:
     return out
 
 
+def _thread_cpu() -> float:
+    """CPU seconds of this thread (the probe's own cost, whatever the machine's load)."""
+    try:
+        return time.thread_time()
+    except (AttributeError, OSError):  # pragma: no cover
+        return time.process_time()
+
+
 #: The spec's remedy table as of the last run, for remedies on loader messages in logs.
 _REMEDY_TABLE: List[Dict[str, Any]] = []
 
@@ -229,6 +238,7 @@ _REMEDY_TABLE: List[Dict[str, Any]] = []
 @collector("libraries")
 def collect_libraries(ctx: ProbeContext) -> None:
     start = time.monotonic()
+    cpu0 = _thread_cpu()
     _REMEDY_TABLE[:] = list(ctx.args.get("remedy", []))
     parsed0 = elfmod.STATS["parsed"]
     roots = _walk_roots(ctx)
@@ -277,6 +287,7 @@ def collect_libraries(ctx: ProbeContext) -> None:
         "files_parsed": elfmod.STATS["parsed"] - parsed0,
         "loader_cache": resolver.cache_source,
         "duration_ms": round((time.monotonic() - start) * 1000, 1),
+        "cpu_ms": round((_thread_cpu() - cpu0) * 1000, 1),
     }
     if resolver.cache_error:
         summary["loader_cache_error"] = resolver.cache_error
