@@ -343,3 +343,10 @@ def test_snapshot_hbm_near_its_limit(tmp_path):
     rep = check_json(_snapshot(tmp_path, commands=[{"argv": ["nvidia-smi", "-q"], "returncode": 0, "stdout": text}]))
     msgs = [f["message"] for f in rep["findings"] if f["id"] == "thermal-headroom-low"]
     assert any("memory at 82 °C is 3 °C below" in m for m in msgs)
+
+
+def test_snapshot_cuda_insufficient_without_a_driver_lists_the_causes(tmp_path):
+    log = "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime version\n"
+    rep = check_json(_snapshot(tmp_path, logs={"train.log": log}))
+    msgs = [f["message"] for f in rep["findings"] if f["id"] == "runtime-driver-mismatch"]
+    assert len(msgs) == 1 and "container started without GPU access" in msgs[0]
