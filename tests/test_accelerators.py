@@ -432,8 +432,11 @@ def test_link_devfreq_by_parent_device_and_thermal_by_zone_type():
     link_devfreq(f, None)
     link_thermal(f, None)
     a = f.get("accelerators")[0]
-    assert a["freq"] == {"devfreq": "/sys/class/devfreq/fdab0000.npu", "cur_hz": 800000000,
-                         "min_hz": 300000000, "max_hz": 1000000000, "governor": "rknpu_ondemand"}
+    assert a["freq"] == {"devfreq": "/sys/class/devfreq/fdab0000.npu", "devfreq_name": "fdab0000.npu",
+                         "udev_rule": 'ACTION=="add", SUBSYSTEM=="devfreq", KERNEL=="fdab0000.npu", '
+                                      'ATTR{governor}="performance"',
+                         "cur_hz": 800000000, "min_hz": 300000000, "max_hz": 1000000000,
+                         "governor": "rknpu_ondemand"}
     assert a["temperature_c"] == 52.5 and a["thermal_zone"] == "thermal_zone6"
 
 
