@@ -7,7 +7,6 @@ Real outputs: tests/data/nvidia/ (sources in SOURCES.md) and ../shared/cases.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest

@@ -18,7 +18,6 @@ TensorRT it ships, `compat[]` entries (not-in-matrix for an unknown L4T).
 
 from __future__ import annotations
 
-import posixpath
 from typing import Any, Dict, List, Optional
 
 from .. import versions
