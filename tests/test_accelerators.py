@@ -486,3 +486,15 @@ def test_npu_disabled_in_device_tree_is_named(tmp_path):
     (node / "status").write_bytes(b"okay\x00")
     report = check_json(snap)
     assert "disabled_in_devicetree" not in report["facts"]["inventory"]
+
+
+def test_garbage_load_is_a_probe_error_and_the_version_is_kept(tmp_path):
+    snap = copy_case("k01-rk3588-npu-autosuspend", tmp_path)
+    (snap / "fs/sys/kernel/debug/rknpu/load").write_bytes(b"\xff\xfe garbage \x00\n")
+    report = check_json(snap)
+    probe = [p for p in report["probes"] if p["id"] == "rknpu-debugfs"][0]
+    assert probe["status"] == "error" and "rknpu/load" in probe["error"]
+    assert "probe-failed" in finding_ids(report)
+    a = accel(report, "rknpu")
+    assert a["driver"]["version"] == "0.9.8" and "utilization_percent" not in a
+    assert "runtime-autosuspend" in finding_ids(report)  # the rest of the report still comes

@@ -53,7 +53,7 @@ from ..errors import AccessDenied, HostError
 from ..facts import Facts
 from ..host import Host
 from ..parsers.rknpu import parse_rknpu_load, parse_rknpu_version
-from ..probes import NoData, ProbeContext
+from ..probes import NoData, ProbeContext, ProbeError
 from ..registry import collector, deriver
 
 _SPEED_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*GT/s")
@@ -596,13 +596,16 @@ def _rknpu_hint(ctx: ProbeContext) -> bool:
     return bool(ctx.host.glob("/sys/class/devfreq/*.npu"))
 
 
-def _read_load(ctx: ProbeContext, path: str) -> Optional[Dict[str, Any]]:
+def _read_load(ctx: ProbeContext, path: str, errors: Optional[List[str]] = None
+               ) -> Optional[Dict[str, Any]]:
     text = ctx.read(path)
     if text is None:
         return None
     try:
         return parse_rknpu_load(text)
-    except ValueError:
+    except ValueError as e:
+        if errors is not None:
+            errors.append(f"{path}: {e}")
         return None
 
 
@@ -629,13 +632,15 @@ def collect_rknpu_debugfs(ctx: ProbeContext) -> None:
     rec: Dict[str, Any] = {"vendor": "rknpu", "driver": {"name": "rknpu"},
                            "name": args.get("name", "Rockchip NPU")}
     srcs: Dict[str, str] = {}
+    errors: List[str] = []
     vpath = f"{base}/version"
     vtext = ctx.read(vpath)
     if vtext is not None:
         try:
             ver = parse_rknpu_version(vtext)["version"]
-        except ValueError:
+        except ValueError as e:
             ver = None
+            errors.append(f"{vpath}: {e}")
         if ver:
             rec["driver"]["version"] = ver
             srcs["driver.version"] = vpath
@@ -643,7 +648,7 @@ def collect_rknpu_debugfs(ctx: ProbeContext) -> None:
             ctx.facts.set("drivers.rknpu.loaded", True, vpath)
             ctx.facts.set("drivers.rknpu.source", vpath)
     lpath = f"{base}/load"
-    load = _read_load(ctx, lpath)
+    load = _read_load(ctx, lpath, errors)
     if load is not None:
         rec["load"] = dict(load, source=lpath)
         srcs["load"] = lpath
@@ -667,11 +672,16 @@ def collect_rknpu_debugfs(ctx: ProbeContext) -> None:
             rec["load"].update(bad)
             rec["load"]["invalid"] = True
     if "load" not in rec and "version" not in rec["driver"]:
+        if errors:
+            raise ProbeError("unparsable " + "; ".join(errors))
         raise NoData(f"{base}: no readable version or load")
     # debugfs exists only while the rknpu driver is bound
     rec["driver"]["bound"] = True
     srcs["driver.bound"] = base
     ctx.facts.add_accelerator(rec, sources=srcs, source=base)
+    if errors:
+        # what could be read is kept; the rest is a probe error (probe-failed says which)
+        raise ProbeError("unparsable " + "; ".join(errors))
 
 
 # -- derivers -----------------------------------------------------------------------------
