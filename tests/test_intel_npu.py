@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 import time
 from pathlib import Path
 
@@ -129,18 +128,19 @@ def _run(snap: Path, sample_s: float = 0.0):
     return ctx.facts
 
 
-def test_sysfs_utilization_over_sample_window(tmp_path):
+def test_sysfs_utilization_over_sample_window(tmp_path, monkeypatch):
     snap = _accel_snapshot(tmp_path)
     busy = snap / "fs/sys/devices/pci0000:00" / PCI / "npu_busy_time_us"
+    import npu_doctor.collectors.intel_npu as mod
+    real_sleep = time.sleep
 
-    def bump():
-        time.sleep(0.3)
-        busy.write_text("1300000\n")  # 0.3 s busy within the ~0.8 s window
+    def sleep_while_busy(seconds):
+        # the NPU works 0.3 s of the window: the counter moves while the collector waits
+        busy.write_text("1300000\n")
+        real_sleep(seconds)
 
-    t = threading.Thread(target=bump)
-    t.start()
+    monkeypatch.setattr(mod.time, "sleep", sleep_while_busy)
     facts = _run(snap, sample_s=0.8)
-    t.join()
     npu = facts.data["accelerators"][0]
     assert npu["vendor"] == "intel-npu" and npu["pci_address"] == PCI
     assert npu["freq"] == {"max_hz": 1400000000, "cur_hz": 1400000000}

@@ -180,8 +180,9 @@ def test_snapshot_rknn_server_from_other_release(tmp_path):
     shutil.copy(build_so(tmp_path, V160), snap / "fs/usr/lib/librknnrt.so")
     (snap / "fs/usr/bin").mkdir(parents=True)
     # rknn_server 2.3.2's own string (airockchip/rknn-toolkit2 release binaries, matrices.md §2.1)
-    server = build_so(tmp_path / "srv" if (tmp_path / "srv").mkdir() is None else tmp_path,
-                      "rknn_server version: 2.3.2 (1842325 build@2025-03-30T09:54:34)", "rknn_server")
+    (tmp_path / "srv").mkdir()
+    server = build_so(tmp_path / "srv", "rknn_server version: 2.3.2 (1842325 build@2025-03-30T09:54:34)",
+                      "rknn_server")
     shutil.copy(server, snap / "fs/usr/bin/rknn_server")
     rep = check_json(snap)
     assert rep["facts"]["sdks"]["rknn_server"]["version"] == "2.3.2"
