@@ -223,6 +223,7 @@ def test_case_c2_14_nvml_mismatch_after_unattended_upgrade():
 
 # -- check --snapshot: built from real outputs -----------------------------------------------------
 def _snapshot(tmp: Path, files=None, commands=None, logs=None) -> Path:
+    tmp.mkdir(parents=True, exist_ok=True)
     for path, text in (files or {}).items():
         p = tmp / "fs" / path.lstrip("/")
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -349,3 +350,13 @@ def test_snapshot_cuda_insufficient_without_a_driver_lists_the_causes(tmp_path):
     rep = check_json(_snapshot(tmp_path, logs={"train.log": log}))
     msgs = [f["message"] for f in rep["findings"] if f["id"] == "runtime-driver-mismatch"]
     assert len(msgs) == 1 and "container started without GPU access" in msgs[0]
+
+
+def test_snapshot_persistence_mode_off_on_linux_only(tmp_path):
+    off = SMI_418.replace("    Persistence Mode                : Enabled", "    Persistence Mode                : Disabled")
+    rep = check_json(_snapshot(tmp_path / "a", commands=[{"argv": ["nvidia-smi", "-q"], "returncode": 0, "stdout": off}]))
+    assert "gpu-persistence-mode-off" in finding_ids(rep)
+    # a Windows (WDDM) driver model has no persistence mode to turn on
+    win = SMI_566.replace("    Persistence Mode                      : Enabled", "    Persistence Mode                      : Disabled")
+    rep = check_json(_snapshot(tmp_path / "b", commands=[{"argv": ["nvidia-smi", "-q"], "returncode": 0, "stdout": win}]))
+    assert "gpu-persistence-mode-off" not in finding_ids(rep)
