@@ -498,3 +498,30 @@ def test_garbage_load_is_a_probe_error_and_the_version_is_kept(tmp_path):
     a = accel(report, "rknpu")
     assert a["driver"]["version"] == "0.9.8" and "utilization_percent" not in a
     assert "runtime-autosuspend" in finding_ids(report)  # the rest of the report still comes
+
+
+def test_nvidia_gpu_function_found_audio_function_not_and_idle_link_speed_not_degraded(tmp_path):
+    snap = copy_case("k06-intel-npu-user-not-in-render", tmp_path)
+    dev = snap / "fs/sys/devices/pci0000:00/0000:00:0b.0"
+    (dev / "vendor").write_text("0x10de\n")
+    (dev / "device").write_text("0x2335\n")
+    (dev / "class").write_text("0x030200\n")
+    for name, val in (("current_link_speed", "2.5 GT/s PCIe"), ("max_link_speed", "32.0 GT/s PCIe"),
+                      ("current_link_width", "16"), ("max_link_width", "16"), ("numa_node", "1")):
+        (dev / name).write_text(val + "\n")
+    os.remove(dev / "driver")
+    os.symlink("../../../bus/pci/drivers/nvidia", dev / "driver")
+    shutil.rmtree(dev / "accel")
+    os.remove(snap / "fs/sys/class/accel/accel0")
+    audio = snap / "fs/sys/devices/pci0000:00/0000:00:0b.1"
+    audio.mkdir()
+    (audio / "vendor").write_text("0x10de\n")
+    (audio / "device").write_text("0x22e8\n")
+    (audio / "class").write_text("0x040300\n")
+    os.symlink("../../../devices/pci0000:00/0000:00:0b.1", snap / "fs/sys/bus/pci/devices/0000:00:0b.1")
+    report = check_json(snap)
+    a = accel(report)
+    assert (a["vendor"], a["pci_address"], a["numa_node"]) == ("nvidia", "0000:00:0b.0", 1)
+    assert a["pcie"]["cur_speed_gts"] == 2.5 and a["driver"]["name"] == "nvidia"
+    # NVIDIA GPUs lower the link speed at idle; full width, so nothing is degraded
+    assert "pcie-link-degraded" not in finding_ids(report)
