@@ -182,3 +182,14 @@ def test_zeinit_2024_format_matches():
     for name in ("umd-test-zeinit-2024.txt", "umd-test-zeinit-1.23.txt"):
         ev = match_signatures((DATA / name).read_text(), name, sigs, "runtime")
         assert [e for e in ev if e["signature"] == "level-zero-uninitialized"], name
+
+
+@pytest.mark.parametrize("release,expect", [("6.2.0-39-generic", True), ("6.5.0-41-generic", False), ("6.8.0-35-generic", False)])
+def test_kernel_minimum_for_npu(tmp_path, release, expect):
+    # 6.5.0-41 and 6.8.0-35 are linux-npu-driver v1.5.1's verified kernels (matrices.md §4.2)
+    snap = _accel_snapshot(tmp_path)
+    (snap / "fs/proc/sys/kernel").mkdir(parents=True)
+    (snap / "fs/proc/sys/kernel/osrelease").write_text(release + "\n")
+    rep = check_json(snap)
+    assert rep["facts"]["kernel"]["release"] == release
+    assert ("kernel-driver-incompatible" in finding_ids(rep)) is expect
