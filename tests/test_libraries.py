@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -277,9 +278,19 @@ def test_problem_in_a_dependency_outside_the_sdk_gets_its_own_record(tmp_path):
 
 
 # -- real vendor wheels ----------------------------------------------------------------------
+def _cache_dir(request, name: str) -> Path:
+    """A directory kept between runs: the pytest cache, or the temp dir without it."""
+    cache = getattr(request.config, "cache", None)
+    if cache is not None:
+        return Path(cache.mkdir(name))
+    d = Path(tempfile.gettempdir()) / name
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
 def _wheel(request, spec: str, platform: str, pyver: str) -> Path:
     """`pip download --no-deps` one wheel into the pytest cache (skip when offline)."""
-    d = Path(request.config.cache.mkdir("npu-doctor-wheels"))
+    d = _cache_dir(request, "npu-doctor-wheels")
     name = spec.split("==")[0].replace("-", "_")
     arch = platform.rsplit("_", 1)[-1]
     have = sorted(p for p in d.glob("*.whl")
@@ -364,7 +375,7 @@ def _openvino_venv(request) -> Path:
     """A venv (cached in the pytest cache) holding openvino 2024.4.0 and npu-doctor's
     dependencies; npu-doctor itself comes from this checkout via PYTHONPATH. ~45 MB download
     once; skipped when offline."""
-    d = Path(request.config.cache.mkdir("npu-doctor-openvino-2024.4.0"))
+    d = _cache_dir(request, "npu-doctor-openvino-2024.4.0")
     py = d / "venv/bin/python"
     done = d / "venv/.complete"
     if done.exists() and py.exists():
