@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from npu_doctor import registry
+from npu_doctor.collectors.intel_npu import npu_name
 from npu_doctor.host import SnapshotHost
 from npu_doctor.parsers.intel_npu import (firmware_blob_version, parse_kernel_log,
                                           soname_version, split_package_version)
@@ -45,6 +46,7 @@ def test_older_dated_init_and_lunar_lake_firmware_string():
     assert old["firmware"]["version"].startswith("20231031*MTL_CLIENT_SILICON-release*")
     lnl = parse_kernel_log((DATA / "dmesg-ivpu-lnl-6.18.txt").read_text())[PCI]
     assert lnl["firmware"]["file"] == "intel/vpu/vpu_40xx_v1.bin"
+    assert npu_name(lnl["firmware"]["file"]) == "Intel NPU 40xx (Lunar Lake)" and npu_name(None) == "Intel NPU"
     assert lnl["firmware"]["version"].startswith("Nov 13 2025*NPU40xx*ci_tag_ud202548")
     assert parse_kernel_log("unrelated line\n") == {}
 
@@ -75,6 +77,7 @@ def test_c2_01_fallback_is_benign():
     assert npu["pci_address"] == PCI and npu["driver"]["name"] == "intel_vpu"
     assert npu["firmware"]["version"].startswith("20250306*MTL_CLIENT_SILICON")
     assert npu["firmware"]["failed_names"][0]["name"] == "vpu_37xx.bin"
+    assert npu["name"] == "Intel NPU 37xx (Meteor/Arrow Lake)"
     assert rep["facts"]["drivers"]["intel_vpu"]["version"] == "1.0.0"
 
 

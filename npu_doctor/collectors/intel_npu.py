@@ -46,6 +46,22 @@ def _int(v: Optional[str]) -> Optional[int]:
         return None
 
 
+#: firmware file family -> NPU generation (linux-npu-driver docs/overview.md, matrices.md §4.1)
+_GENERATIONS = (("vpu_37xx", "Intel NPU 37xx (Meteor/Arrow Lake)"), ("mtl_vpu", "Intel NPU 37xx (Meteor Lake)"),
+                ("vpu_40xx", "Intel NPU 40xx (Lunar Lake)"), ("vpu_50xx", "Intel NPU 50xx (Panther Lake)"),
+                ("vpu_60xx", "Intel NPU 60xx (Nova Lake)"))
+
+
+def npu_name(firmware_file: Optional[str]) -> str:
+    """A display name from the firmware file the driver loaded (`intel/vpu/vpu_40xx_v1.bin` ->
+    `Intel NPU 40xx (Lunar Lake)`), `Intel NPU` when unknown."""
+    base = posixpath.basename(firmware_file or "")
+    for prefix, name in _GENERATIONS:
+        if base.startswith(prefix):
+            return name
+    return "Intel NPU"
+
+
 def intel_npu_devices(host: Host) -> List[Dict[str, str]]:
     """[{accel, sysfs, pci_address}] for every /sys/class/accel/accel* bound to intel_vpu."""
     out = []
@@ -131,6 +147,7 @@ def collect_intel_npu(ctx: ProbeContext) -> None:
             fw: Dict[str, Any] = {}
             if st.get("firmware"):
                 fw.update(st["firmware"])
+            rec["name"] = npu_name(fw.get("file"))
             if st.get("firmware_failures"):
                 fw["failed_names"] = st["firmware_failures"]
             if st.get("firmware_request_error") is not None:

@@ -129,7 +129,8 @@ def collect_xdna(ctx: ProbeContext) -> None:
         source, text = got
         source = source.lstrip("$ ")
         for pci, st in parse_kernel_log(text).items():
-            rec = {"vendor": "amd-xdna", "pci_address": pci, "driver": {"name": "amdxdna"}}
+            rec = {"vendor": "amd-xdna", "pci_address": pci, "name": "AMD XDNA NPU",
+                   "driver": {"name": "amdxdna"}}
             if st.get("drm_version"):
                 rec["driver"]["drm_version"] = st["drm_version"]
             if st.get("probe_error") is not None:
