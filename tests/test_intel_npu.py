@@ -196,3 +196,14 @@ def test_kernel_minimum_for_npu(tmp_path, release, expect):
     rep = check_json(snap)
     assert rep["facts"]["kernel"]["release"] == release
     assert ("kernel-driver-incompatible" in finding_ids(rep)) is expect
+
+
+def test_openvino_dist_not_confused_with_its_companions(tmp_path):
+    from npu_doctor.collectors.rknn_runtime import python_dists
+    site = tmp_path / "snap/fs/usr/lib/python3.12/site-packages"
+    for name in ("openvino_genai-2024.2.0.0.dist-info", "openvino_telemetry-2024.1.0.dist-info",
+                 "openvino-2024.2.0.dist-info"):
+        (site / name).mkdir(parents=True)
+    (site / "openvino-2024.2.0.dist-info/METADATA").write_text("Metadata-Version: 2.1\nName: openvino\nVersion: 2024.2.0\n")
+    got = python_dists(SnapshotHost(str(tmp_path / "snap")), ("openvino",))
+    assert got["openvino"][0] == "2024.2.0"

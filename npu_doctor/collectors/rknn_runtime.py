@@ -5,8 +5,9 @@ Facts:
 - `sdks.librknnrt` / `sdks.librknnmrt` / `sdks.rknn_server`: {version, build, path} read from
   the version string inside the binary (bytes are scanned; nothing is loaded), or from the
   runtime's init banner in a runtime log (then `path` is absent and the source is the log).
-- `sdks.rknn_toolkit_lite2`, `sdks.rknn_toolkit2`, `sdks.rkllm`: {version, path} from Python
-  distribution metadata (live) or from what a runtime log prints.
+- `sdks.rknn_toolkit_lite2`, `sdks.rknn_toolkit2`, `sdks.rkllm_toolkit`: {version, path} from
+  Python distribution metadata (live) or from what a runtime log prints; `sdks.rkllm`
+  {version, platform} from the RKLLM runtime's banner (`rkllm-runtime version: 1.1.2, ...`).
 - `rknn.runtime_log`: {source, driver_version, model_version, model_toolkit_version,
   invalid_model_version, driver_required, driver_recommended, rkllm_driver_min} as the log states.
 - `drivers.rknpu.version` from the runtime's `RKNN Driver Information` line when no better source
@@ -42,8 +43,10 @@ SITE_GLOBS = (
     "/home/*/miniconda3/envs/*/lib/python3*/site-packages",
     "/home/*/*/lib/python3*/site-packages",
 )
+#: Python distributions (normalised name -> sdks key). The RKLLM *runtime* is a C library
+#: whose version is known only from its log banner; rkllm-toolkit is the PC-side converter.
 DISTS = {"rknn_toolkit_lite2": "rknn_toolkit_lite2", "rknn_toolkit2": "rknn_toolkit2",
-         "rkllm": "rkllm"}
+         "rkllm_toolkit": "rkllm_toolkit"}
 MAX_LIB_BYTES = 64 * 1024 * 1024
 
 
@@ -58,8 +61,8 @@ def _scan_lib(ctx: ProbeContext, path: str) -> Optional[Dict[str, str]]:
 
 
 def python_dists(host: Host, prefixes: Tuple[str, ...], site_globs=SITE_GLOBS) -> Dict[str, Tuple[str, str]]:
-    """{dist name prefix: (version, dist-info path)} of installed Python distributions whose
-    normalised name starts with one of `prefixes` (first found wins)."""
+    """{dist name: (version, dist-info path)} of installed Python distributions named exactly
+    one of `names` (normalised: `-` -> `_`, lower case; first found wins)."""
     found: Dict[str, Tuple[str, str]] = {}
     for pattern in site_globs:
         for site in host.glob(pattern):
@@ -72,7 +75,9 @@ def python_dists(host: Host, prefixes: Tuple[str, ...], site_globs=SITE_GLOBS) -
                     continue
                 norm = name.replace("-", "_").lower()
                 for pre in prefixes:
-                    if not norm.startswith(pre.lower() + "_") and not norm.startswith(pre.lower() + "-"):
+                    # the exact distribution: its name, then the version (not openvino_genai-...)
+                    p = pre.lower() + "_"
+                    if not (norm.startswith(p) and norm[len(p):len(p) + 1].isdigit()):
                         continue
                     if pre in found:
                         continue
