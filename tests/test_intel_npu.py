@@ -207,3 +207,33 @@ def test_openvino_dist_not_confused_with_its_companions(tmp_path):
     (site / "openvino-2024.2.0.dist-info/METADATA").write_text("Metadata-Version: 2.1\nName: openvino\nVersion: 2024.2.0\n")
     got = python_dists(SnapshotHost(str(tmp_path / "snap")), ("openvino",))
     assert got["openvino"][0] == "2024.2.0"
+
+
+def test_umd_firmware_release_matrix():
+    from npu_doctor.collectors.intel_npu import _load_release_rows, check_umd_firmware, firmware_date
+    assert firmware_date("Nov 13 2025*NPU40xx*ci_tag") == "20251113"
+    assert firmware_date("Mar  5 2026*NPU40xx*x") == "20260305"
+    assert firmware_date("20240611*MTL_CLIENT_SILICON-release*0003") == "20240611"
+    rows = _load_release_rows()
+    assert rows and all(r.get("source") and r.get("date") for r in rows)
+    # v1.5.1's own firmware (release notes) is fine
+    ok = check_umd_firmware("1.5.1", "20240611*MTL_CLIENT_SILICON-release*0003*ci_tag_ud202424_vpu_rc_20240611_0003*f3e8a8f2747", rows)
+    assert ok["status"] == "ok"
+    # the UMD of v1.39.1 with the firmware of c2-01 (20250306): older than its release's firmware
+    bad = check_umd_firmware("1.39.1", "20250306*MTL_CLIENT_SILICON-release*1130*ci_tag_ud202512_vpu_rc_20250306_1130*5064b5debc3", rows)
+    assert bad["status"] == "mismatch" and "20261028" in bad["detail"]
+    # a UMD release the table does not know: info, never a mismatch
+    assert check_umd_firmware("1.40.0", "20261201*MTL*x", rows)["status"] == "not-in-matrix"
+
+
+def test_snapshot_umd_newer_than_running_firmware(tmp_path):
+    snap = tmp_path / "c2-01"
+    shutil.copytree(case_path("c2-01"), snap, symlinks=True)
+    with open(snap / "commands.toml", "a") as f:
+        # deb version form of the linux-npu-driver packages (matrices.md §4.1)
+        f.write("\n[[command]]\nargv = [\"dpkg-query\", \"-W\"]\nreturncode = 0\n"
+                "stdout = '''intel-level-zero-npu\t1.39.1.20261028-18717236112\nintel-fw-npu\t1.39.1.20261028-18717236112\n'''\n")
+    rep = check_json(snap)
+    assert rep["facts"]["sdks"]["npu_umd"]["version"] == "1.39.1"
+    f = [x for x in rep["findings"] if x["id"] == "firmware-driver-mismatch"]
+    assert f and f[0]["severity"] == "warning" and "20250306" in f[0]["message"], rep["findings"]

@@ -20,9 +20,11 @@ Facts (accelerator records merge with the accelerators probe by pci_address / sy
 from __future__ import annotations
 
 import posixpath
+import re
 import time
 from typing import Any, Dict, List, Optional
 
+from .. import versions
 from ..errors import HostError
 from ..facts import Facts
 from ..host import Host
@@ -251,3 +253,81 @@ def derive_ze_uninitialized(facts: Facts, host: Host) -> None:
     for e in zes:
         e["remaining"] = "; ".join(remaining) or "none of the usual causes: check `sudo dmesg` for intel_vpu errors"
         e["ruled_out"] = ruled_txt
+
+
+# -- UMD <-> firmware, against rules/intel_npu.toml `intel-npu-release` -----------------------
+_MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug",
+                                        "Sep", "Oct", "Nov", "Dec"), 1)}
+_FW_DATE_RE = re.compile(r"^(?:(\d{8})|([A-Z][a-z]{2}) +(\d{1,2}) (\d{4}))\*")
+
+
+def firmware_date(version: Optional[str]) -> Optional[str]:
+    """Build date `YYYYMMDD` of an NPU firmware string: `20240611*MTL_...` -> `20240611`,
+    `Nov 13 2025*NPU40xx*...` -> `20251113`; None for other strings."""
+    m = _FW_DATE_RE.match(version or "")
+    if not m:
+        return None
+    if m.group(1):
+        return m.group(1)
+    mon = _MONTHS.get(m.group(2))
+    return f"{m.group(4)}{mon:02d}{int(m.group(3)):02d}" if mon else None
+
+
+def _load_release_rows() -> List[Dict[str, Any]]:
+    if "rows" not in _RELEASE_CACHE:
+        from ..resources import shipped_dir
+        from ..rules import load_rule_file
+        try:
+            _r, mats = load_rule_file(posixpath.join(shipped_dir("rules"), "intel_npu.toml"))
+        except Exception:  # the rules loader reports a broken file itself
+            mats = {}
+        _RELEASE_CACHE["rows"] = mats.get("intel-npu-release", [])
+    return _RELEASE_CACHE["rows"]
+
+
+_RELEASE_CACHE: Dict[str, Any] = {}
+
+
+def check_umd_firmware(umd: str, fw_version: str, rows: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """compat record: status `mismatch` when the running firmware was built before the UMD's
+    release firmware, `ok` when not, `not-in-matrix` when the UMD release has no row or the
+    firmware string has no date."""
+    rec: Dict[str, Any] = {"matrix": "intel-npu-release", "subject": "intel-npu",
+                           "what": f"NPU user-mode driver {umd} with firmware {fw_version.split('*')[0]}",
+                           "umd_version": umd, "firmware_version": fw_version}
+    row = next((r for r in rows if versions.compare(r.get("umd"), umd) == 0), None)
+    date = firmware_date(fw_version)
+    if row is None or date is None:
+        rec.update(status="not-in-matrix",
+                   detail=("no verified configuration of linux-npu-driver " + umd + " in the matrix")
+                   if row is None else "the firmware string carries no build date")
+        return rec
+    rec.update(row_source=row.get("source"), release_firmware_date=row["firmware_date"])
+    if date < row["firmware_date"]:
+        rec.update(status="mismatch",
+                   detail=f"the running firmware was built {date}, before the firmware of the UMD's "
+                          f"release ({row['firmware_date']}); install both from one linux-npu-driver release")
+    else:
+        rec.update(status="ok", detail=f"firmware {date} >= release firmware {row['firmware_date']}")
+    return rec
+
+
+@deriver(order=62)
+def derive_intel_npu_compat(facts: Facts, host: Host) -> None:
+    """One `compat[]` record per Intel NPU whose running firmware and UMD version are known."""
+    umd = facts.get("sdks.npu_umd.version")
+    if not umd:
+        return
+    rows = _load_release_rows()
+    lst = facts.data.get("compat")
+    for a in facts.get("accelerators", []) or []:
+        fw = (a.get("firmware") or {}).get("version")
+        if a.get("vendor") != "intel-npu" or not fw:
+            continue
+        rec = check_umd_firmware(umd, fw, rows)
+        lst = facts.data.setdefault("compat", [])
+        lst.append(rec)
+        src = facts.source_of("sdks.npu_umd.version")
+        if src:
+            facts.sources[f"compat[{len(lst) - 1}]"] = src
+
