@@ -291,10 +291,11 @@ def load_rules(extra_dirs: Iterable[str] = ()) -> RuleSet:
         if base is None:
             raise ConfigError(f"{ext.file}: rule {ext.id}: extends a rule that is not defined")
         for m in ext.matches:
-            # fixes given at the extension's top level belong to its own matches
-            m.fixes = m.fixes + ext.fixes
+            # fixes and docs given at the extension's top level belong to its own matches
+            # (a Hailo finding must not carry the NVIDIA extension's documentation)
+            m.fixes = m.fixes + ext.fixes + [Fix("doc", d) for d in ext.docs
+                                             if not any(f.text == d for f in m.fixes + ext.fixes)]
         base.matches.extend(ext.matches)
-        base.docs.extend(d for d in ext.docs if d not in base.docs)
     return RuleSet(rules, matrices)
 
 
