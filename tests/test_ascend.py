@@ -315,3 +315,17 @@ def test_runtime_lost_heartbeat_is_device_unresponsive(tmp_path):
     facts, findings = _run(snap)
     du = [f for f in findings if f["id"] == "device-unresponsive"]
     assert len(du) == 1 and "device 1" in du[0]["message"] and "vllm.log:6" in du[0]["message"]
+
+
+def test_live_host_runs_npu_smi_from_path(tmp_path, monkeypatch):
+    # a stand-in npu-smi that prints the real DCMI failure and exits 1, as on the board
+    from npu_doctor.host import LiveHost
+    tool = tmp_path / "bin" / "npu-smi"
+    tool.parent.mkdir()
+    shutil.copy(DATA / "npu_smi_dcmi_8020.txt", tmp_path / "out.txt")
+    tool.write_text("#!/bin/sh\ncat '%s'\nexit 1\n" % (tmp_path / "out.txt"))
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (tool.parent, "/usr/bin:/bin"))
+    res = run_check(LiveHost(), Config.load(), select=["device-busy"])
+    assert res.facts.get("ascend.npu_smi.dcmi_code") == "-8020"
+    assert [f.id for f in res.findings] == ["device-busy"]
