@@ -694,21 +694,21 @@ def normalize_for_replay(facts: Dict[str, Any], red, log_names: Dict[str, str]) 
     return red.value(json.loads(text))
 
 
-#: Leaves that measure the run itself, not the host: never compared.
-VOLATILE_KEYS = ("duration_ms", "duration_s")
+#: Leaves that measure the run itself (time spent by npu-doctor), not the host: never compared.
+VOLATILE_RE = re.compile(r"^(?:duration|cpu|elapsed|wall)_(?:ms|s)$")
 
 
 def compare_runs(live: Dict[str, Any], replay: Dict[str, Any]) -> List[str]:
     """Fact paths whose value differs between two facts trees (sorted, `path: a != b`).
 
-    Timings of the run itself (`*.duration_ms`) are not compared. A leaf only the replay has
+    Timings of the run itself (`*.duration_ms`, `*.cpu_ms`) are not compared. A leaf only the replay has
     is listed as `replay only` (a live probe that used an OS call, such as os.confstr,
     where the snapshot offers a file with more detail).
     """
     a, b = _leaves(live), _leaves(replay)
     out = []
     for k in sorted(set(a) | set(b)):
-        if k.rsplit(".", 1)[-1] in VOLATILE_KEYS:
+        if VOLATILE_RE.match(k.rsplit(".", 1)[-1]):
             continue
         if k not in a:
             out.append(f"replay only: {k} = {b[k]!r}")
