@@ -329,3 +329,11 @@ def test_live_host_runs_npu_smi_from_path(tmp_path, monkeypatch):
     res = run_check(LiveHost(), Config.load(), select=["device-busy"])
     assert res.facts.get("ascend.npu_smi.dcmi_code") == "-8020"
     assert [f.id for f in res.findings] == ["device-busy"]
+
+
+def test_health_warning_is_a_warning_not_an_error(tmp_path):
+    text = data("npu_smi_a3_24.1.rc3.7.txt").replace(
+        "| 0     Ascend910           | OK            | 178.8", "| 0     Ascend910           | Warning       | 178.8")
+    facts, findings = _run(_snapshot(tmp_path, [(["npu-smi", "info"], 0, text)]))
+    du = [f for f in findings if f["id"] == "device-unhealthy"]
+    assert len(du) == 1 and du[0]["severity"] == "warning" and "36 °C" in du[0]["message"]
