@@ -337,3 +337,11 @@ def test_health_warning_is_a_warning_not_an_error(tmp_path):
     facts, findings = _run(_snapshot(tmp_path, [(["npu-smi", "info"], 0, text)]))
     du = [f for f in findings if f["id"] == "device-unhealthy"]
     assert len(du) == 1 and du[0]["severity"] == "warning" and "36 °C" in du[0]["message"]
+
+
+def test_unreadable_table_with_exit_0_is_a_probe_error_not_a_device_fault(tmp_path):
+    facts, findings = _run(_snapshot(tmp_path, [(["npu-smi", "info"], 0, "some future layout\n")]))
+    ids = {f["id"] for f in findings}
+    assert "probe-failed" in ids and "runtime-init-failed" not in ids
+    assert "no-accelerator-found" not in ids
+    assert facts["inventory"]["unknown"][0]["vendor"] == "ascend"

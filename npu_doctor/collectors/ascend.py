@@ -24,7 +24,7 @@ from .. import versions
 from ..errors import CommandNotFound, HostError
 from ..facts import Facts
 from ..parsers import ascend as P
-from ..probes import NoData, ProbeContext
+from ..probes import NoData, ProbeContext, ProbeError
 from ..registry import collector, deriver
 
 ROOTS = ("/usr/local/Ascend",)
@@ -59,6 +59,11 @@ def collect_npu_smi(ctx: ProbeContext) -> None:
         table = None
     if table is None:
         fail = P.parse_npu_smi_failure(text)
+        if fail is None and res.returncode == 0 and not res.timed_out:
+            # exit 0 and no table we can read: a layout we do not know, not a device fault
+            ctx.facts.set("inventory.unknown", [{"vendor": "ascend", "tool": "npu-smi info",
+                                                 "reason": "output not understood"}], src)
+            raise ProbeError("npu-smi info printed no device table that npu-doctor can read")
         last = [ln.strip() for ln in text.splitlines() if ln.strip()]
         err = fail["line"] if fail else (last[-1] if last else f"exit status {res.returncode}")
         ctx.facts.set("ascend.npu_smi", {"status": "failed", "returncode": res.returncode,
