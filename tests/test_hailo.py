@@ -191,3 +191,10 @@ def test_driver_version_from_kernel_log_meets_library(tmp_path):
     assert facts["sdks"]["hailort"]["version"] == "4.19.0"
     rdm = [f for f in findings if f["id"] == "runtime-driver-mismatch"]
     assert len(rdm) == 1 and "4.20.0" in rdm[0]["message"] and "4.19.0" in rdm[0]["message"]
+
+
+def test_identify_exit_0_unreadable_is_probe_error(tmp_path):
+    ident = ["hailortcli", "fw-control", "identify"]
+    facts, findings = _run(_snapshot(tmp_path, [(ident, 0, "something new\n", "")]))
+    ids = {f["id"] for f in findings}
+    assert "probe-failed" in ids and "runtime-init-failed" not in ids

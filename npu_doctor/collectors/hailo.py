@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional
 from ..errors import CommandNotFound, HostError
 from ..facts import Facts
 from ..parsers import hailo as P
-from ..probes import NoData, ProbeContext
+from ..probes import NoData, ProbeContext, ProbeError
 from ..registry import collector, deriver
 
 IDENTIFY = ["hailortcli", "fw-control", "identify"]
@@ -169,6 +169,8 @@ def _identify(ctx: ProbeContext, res) -> None:
             rec.pop("pci_address", None)
         ctx.facts.add_accelerator({k: v for k, v in rec.items() if v is not None}, source=src)
         return
+    if res.ok and not err:
+        raise ProbeError("hailortcli fw-control identify exited 0 but printed nothing npu-doctor can read")
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     error = next((ln for ln in lines if "[error]" in ln), lines[-1] if lines else
                  f"exit status {res.returncode}")
