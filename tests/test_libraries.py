@@ -215,6 +215,8 @@ def test_snapshot_glibc_fallback_compares_with_libc_version(sdk_build, tmp_path)
     assert report["facts"]["libc"]["version"] == "2.36"
     sdk = report["facts"]["libraries"][0]
     assert sdk["missing"] == []
+    assert "libvprov.so.1 => /usr/lib/x86_64-linux-gnu/libvprov.so.1 (ld.so.cache, not captured)" \
+        in sdk["resolved"]
     assert sdk["unsatisfied"] == [{"version": "GLIBC_2.99", "library": "libvprov.so.1",
                                    "provider": "/usr/lib/x86_64-linux-gnu/libvprov.so.1",
                                    "basis": "libc.version", "provided_max": "GLIBC_2.36"}]
@@ -414,6 +416,10 @@ def test_openvino_2024_4_npu_plugin_without_level_zero(request):
     assert len(plugin) == 1 and plugin[0]["sdk"] == "openvino"
     assert plugin[0]["missing"] == ["libze_loader.so.1"]
     assert plugin[0]["rpath"] == ["$ORIGIN"]
+    resolved = plugin[0]["resolved"]
+    assert "libze_loader.so.1 => not found" in resolved
+    assert any(r.startswith("libopenvino.so.2440 => ") and r.endswith("/openvino/libs/libopenvino.so.2440 (rpath)")
+               for r in resolved)
     f = next(f for f in report["findings"] if f["id"] == "missing-shared-library"
              and f["subject"] == plugin[0]["path"])
     assert f["severity"] == "error"

@@ -10,6 +10,7 @@ One `libraries[]` record per SDK library, plus one per dependency outside the SD
 problem of its own (`dependency_of` = the SDK library that pulls it in):
 
     {path, soname, sdk, class ("ELF64"), machine ("x86_64"), needed: [names], loaded_by,
+     resolved: ["libtbb.so.12 => /x/libtbb.so.12 (rpath)", "libze_loader.so.1 => not found"],
      missing: [names], unsatisfied: [{version, library, provider, basis, provided_max}],
      unverified: [...] (snapshot: provider not captured), unknown: [names] (snapshot without
      a loader cache: cannot tell), search_path (what was tried for the first missing name),
@@ -28,7 +29,7 @@ import fnmatch
 import posixpath
 import re
 import time
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from .. import elf as elfmod
 from .. import versions
@@ -36,7 +37,7 @@ from ..elf import ElfError, NotElf, read_elf
 from ..errors import HostError
 from ..facts import Facts
 from ..host import Host
-from ..ldso import Node, Resolver, glibc_version_of, list_output
+from ..ldso import Node, Resolver, glibc_version_of
 from ..probes import NoData, ProbeContext
 from ..registry import collector, deriver
 
@@ -144,6 +145,18 @@ def _search_path(node: Node, name: str) -> str:
     return text
 
 
+def _resolved_line(node: Node, name: str) -> str:
+    res = node.resolutions.get(name)
+    if res is None:
+        return f"{name} => ?"
+    if res.via == "assumed":
+        return f"{name} => (already loaded by the process)"
+    if res.path is None:
+        return f"{name} => not found"
+    note = res.via + ("" if res.captured else ", not captured")
+    return f"{name} => {res.path} ({note})"
+
+
 def describe_unsatisfied(item: Dict[str, Any]) -> str:
     """`GLIBC_2.27 from libm.so.6 (/lib64/libm.so.6 defines up to GLIBC_2.17)`."""
     prov = item.get("provider") or item.get("library")
@@ -170,6 +183,8 @@ def _record(node: Node, sdk: str, remedies: List[Dict[str, Any]],
         "missing": list(node.missing), "unsatisfied": list(node.unsatisfied),
         "loaded_by": "",
     }
+    # `ld.so --list` style, this object's own DT_NEEDED only (`-v` shows it with every fact)
+    rec["resolved"] = [_resolved_line(node, n) for n in info.needed]
     if info.rpath:
         rec["rpath"] = list(info.rpath)
     if info.runpath:
@@ -255,7 +270,6 @@ def collect_libraries(ctx: ProbeContext) -> None:
         index.setdefault(posixpath.basename(p), []).append(p)
     records: List[Dict[str, Any]] = []
     dep_records: Dict[str, Dict[str, Any]] = {}
-    listing: List[str] = []
     root_paths = {p for _s, p, _py in roots}
     for sdk, path, py in roots:
         try:
@@ -266,8 +280,6 @@ def collect_libraries(ctx: ProbeContext) -> None:
             continue
         nodes = resolver.tree(path, assume if py else ())
         records.append(_record(nodes[0], sdk, remedies, index))
-        if ctx.options.get("verbose"):
-            listing.append(f"{path}:\n{list_output(nodes)}")
         for node in nodes[1:]:
             if node.path in root_paths or node.path in dep_records:
                 continue
@@ -293,8 +305,6 @@ def collect_libraries(ctx: ProbeContext) -> None:
         summary["loader_cache_error"] = resolver.cache_error
     if truncated:
         summary["truncated_at"] = max_roots
-    if listing:
-        summary["ld_list"] = "\n".join(listing)
     ctx.facts.set("library_scan", summary, src)
 
 
