@@ -388,6 +388,10 @@ def render(template: str, scope: _Scope) -> str:
     return _TEMPLATE_RE.sub(lambda m: _fmt(scope.resolve(m.group(1))[0]), template)
 
 
+def _all_known(template: str, scope: _Scope) -> bool:
+    return all(scope.resolve(m.group(1))[0] is not None for m in _TEMPLATE_RE.finditer(template))
+
+
 def evaluate(ruleset: RuleSet, facts: Facts, probes: List[Dict[str, Any]]) -> List[Finding]:
     """Findings for every rule match, in rule order, one per (id, subject, message)."""
     root = dict(facts.data)
@@ -418,6 +422,11 @@ def evaluate(ruleset: RuleSet, facts: Facts, probes: List[Dict[str, Any]]) -> Li
                 fixes = []
                 for fx in match.fixes + rule.fixes:
                     if fx.when and not all(_holds(c, scope) for c in fx.when):
+                        continue
+                    # a fix that would print "?" (e.g. {it.sysfs} of a GPU seen only through
+                    # nvidia-smi) is no fix for this finding
+                    parts = [fx.text] + (list(map(str, fx.sysfs_write.values())) if fx.sysfs_write else [])
+                    if not all(_all_known(t, scope) for t in parts):
                         continue
                     d: Dict[str, Any] = {"kind": fx.kind, "text": render(fx.text, scope)}
                     if fx.sysfs_write:

@@ -163,3 +163,13 @@ def test_extension_adds_matches_to_a_rule_defined_elsewhere(tmp_path, monkeypatc
                                 'when = [{fact = "a", eq = 1}]\nmessage = "m"\n')
     with pytest.raises(ConfigError, match="extends a rule that is not defined"):
         load_rules([str(d)])
+
+
+def test_fix_with_an_unknown_placeholder_is_left_out(tmp_path):
+    rs = load(tmp_path, GOOD)
+    facts = Facts()
+    facts.add_accelerator({"vendor": "nvidia", "name": "gpu", "pci_address": "0000:2d:00.0",
+                           "power": {"control": "auto"}})  # no sysfs path known
+    out = evaluate(rs, facts, [])
+    assert [f.id for f in out] == ["runtime-autosuspend"]
+    assert out[0].fixes == []
