@@ -170,6 +170,7 @@ def test_fix_with_an_unknown_placeholder_is_left_out(tmp_path):
     facts = Facts()
     facts.add_accelerator({"vendor": "nvidia", "name": "gpu", "pci_address": "0000:2d:00.0",
                            "power": {"control": "auto"}})  # no sysfs path known
+    facts.set("drivers.rknpu.version", "0.9.8")
     out = evaluate(rs, facts, [])
     assert [f.id for f in out] == ["runtime-autosuspend"]
     assert out[0].fixes == []
