@@ -37,7 +37,22 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+# Rule ids whose area is clear from the id alone (evidence may sit in logs or drivers).
+_AREA_BY_ID = [
+    (("thermal-", "sensor-"), "Thermal"),
+    (("runtime-autosuspend", "governor-", "pcie-"), "Power & clocks"),
+    (("missing-shared-library", "symbol-version-", "toolkit-runtime-"), "Software"),
+    (("cpu-fallback-", "silent-cpu-fallback-"), "Logs"),
+    (("driver-", "firmware-", "runtime-driver-", "runtime-init-", "device-", "kernel-driver-",
+      "no-accelerator-", "gpu-"), "Accelerators"),
+    (("memlock-", "insufficient-", "probe-failed", "lock-drift"), "System"),
+]
+
+
 def _area_of(f: Finding) -> str:
+    for prefixes, area in _AREA_BY_ID:
+        if f.id.startswith(prefixes):
+            return area
     for ev in f.evidence:
         head = ev["fact"].split(".")[0].split("[")[0]
         for name, prefixes in AREAS:
@@ -68,7 +83,12 @@ def _summary(area: str, facts: Dict[str, Any]) -> str:
         return ", ".join(parts)
     if area == "Accelerators":
         accels = g("accelerators", [])
+        inv = g("inventory", {}) or {}
+        unknown = (inv.get("unknown") or []) + (inv.get("incomplete") or [])
         if not accels:
+            if unknown:
+                vendors = ", ".join(sorted({str(u.get("vendor", "?")) for u in unknown}))
+                return f"count unknown: the {vendors} tool failed"
             return "none found"
         names = []
         for a in accels[:4]:
@@ -134,6 +154,8 @@ def render_text(result: CheckResult, verbose: bool = False, color: bool = False,
         worst = max((SEVERITY_RANK[f.severity] for f in fs), default=0)
         kind = {0: "ok", 1: "info", 2: "warning", 3: "error"}[worst]
         summary = _summary(area, facts)
+        if kind == "ok" and "unknown" in summary:
+            kind = "unknown"
         if fs:
             summary += f"  ({len(fs)} finding{'s' if len(fs) != 1 else ''})"
         lines.append(f"{mark(kind)} {area.ljust(width)}  {summary}")
