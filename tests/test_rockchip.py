@@ -188,3 +188,14 @@ def test_snapshot_rknn_server_from_other_release(tmp_path):
     assert rep["facts"]["sdks"]["rknn_server"]["version"] == "2.3.2"
     f = [x for x in rep["findings"] if x["id"] == "toolkit-runtime-mismatch" and x["subject"] == "rknn_server"]
     assert f and f[0]["severity"] == "warning" and "1.6.0" in f[0]["message"]
+
+
+def test_compat_records_join_either_form():
+    from npu_doctor.collectors.rknn_runtime import add_compat
+    from npu_doctor.facts import Facts
+    as_table, as_list = Facts(), Facts()
+    as_list.data["compat"] = [{"matrix": "other", "status": "ok"}]
+    for f in (as_table, as_list):
+        add_compat(f, "rknn-driver-librknnrt", {"matrix": "rknn-runtime-driver", "status": "ok"}, "log")
+    assert as_table.data["compat"]["rknn-driver-librknnrt"]["status"] == "ok"
+    assert as_list.data["compat"][1]["key"] == "rknn-driver-librknnrt"

@@ -32,7 +32,7 @@ from ..parsers.intel_npu import firmware_blob_version, parse_kernel_log, soname_
 from ..probes import NoData, ProbeContext
 from ..registry import collector, deriver
 from .logs import kernel_log
-from .rknn_runtime import python_dists
+from .rknn_runtime import add_compat, python_dists
 
 LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib",
             "/opt/intel/openvino/runtime/lib/intel64")
@@ -314,20 +314,16 @@ def check_umd_firmware(umd: str, fw_version: str, rows: List[Dict[str, Any]]) ->
 
 @deriver(order=62)
 def derive_intel_npu_compat(facts: Facts, host: Host) -> None:
-    """One `compat[]` record per Intel NPU whose running firmware and UMD version are known."""
+    """`compat.intel-npu-release` (then `-1`, `-2` ...): one record per Intel NPU whose running
+    firmware and UMD version are known."""
     umd = facts.get("sdks.npu_umd.version")
     if not umd:
         return
     rows = _load_release_rows()
-    lst = facts.data.get("compat")
-    for a in facts.get("accelerators", []) or []:
-        fw = (a.get("firmware") or {}).get("version")
-        if a.get("vendor") != "intel-npu" or not fw:
-            continue
-        rec = check_umd_firmware(umd, fw, rows)
-        lst = facts.data.setdefault("compat", [])
-        lst.append(rec)
-        src = facts.source_of("sdks.npu_umd.version")
-        if src:
-            facts.sources[f"compat[{len(lst) - 1}]"] = src
+    npus = [a for a in facts.get("accelerators", []) or []
+            if a.get("vendor") == "intel-npu" and (a.get("firmware") or {}).get("version")]
+    for n, a in enumerate(npus):
+        rec = check_umd_firmware(umd, a["firmware"]["version"], rows)
+        key = "intel-npu-release" + (f"-{n}" if n else "")
+        add_compat(facts, key, rec, facts.source_of("sdks.npu_umd.version"))
 

@@ -12,8 +12,9 @@ Facts:
   invalid_model_version, driver_required, driver_recommended, rkllm_driver_min} as the log states.
 - `drivers.rknpu.version` from the runtime's `RKNN Driver Information` line when no better source
   (debugfs, set by the accelerators probe) gave one (deriver, after all probes).
-- `compat[]`: one record per runtime/driver and toolkit/runtime pair checked (see
-  `derive_rknn_compat`).
+- `compat.rknn-driver-<runtime>`, `compat.rknn-toolkit-runtime`, `compat.rknn-server-runtime`:
+  one record per pair checked {matrix, subject, what, status (ok | mismatch | not-in-matrix),
+  detail, ...} (see `check_runtime_driver`).
 """
 
 from __future__ import annotations
@@ -228,8 +229,8 @@ def _major_minor(v: str) -> Optional[Tuple[int, int]]:
 
 @deriver(order=60)
 def derive_rknn_compat(facts: Facts, host: Host) -> None:
-    """drivers.rknpu.version from the runtime log when nothing better set it; then `compat[]`
-    records for librknnrt/librknnmrt/rkllm vs the rknpu driver and toolkit vs runtime."""
+    """drivers.rknpu.version from the runtime log when nothing better set it; then `compat.*`
+    records for librknnrt/librknnmrt/rkllm vs the rknpu driver, toolkit and rknn_server vs runtime."""
     log = facts.get("rknn.runtime_log") or {}
     if facts.get("drivers.rknpu.version") is None and log.get("driver_version"):
         src = facts.source_of("rknn.runtime_log.driver_version") or log.get("source")
@@ -287,11 +288,20 @@ def derive_rknn_compat(facts: Facts, host: Host) -> None:
             else:
                 rec.update(status="ok", detail="same release series")
             out.append((rec, "sdks.rknn_server.version"))
-    if not out:
-        return
-    lst = facts.data.setdefault("compat", [])
     for rec, src_path in out:
-        lst.append(rec)
-        src = facts.source_of(src_path)
-        if src:
-            facts.sources[f"compat[{len(lst) - 1}]"] = src
+        # compat is a table keyed by check (the convention of every vendor's compat facts)
+        key = rec["matrix"] if rec["matrix"] != "rknn-runtime-driver" else f"rknn-driver-{rec['runtime']}"
+        add_compat(facts, key, rec, facts.source_of(src_path))
+
+
+def add_compat(facts: Facts, key: str, rec: Dict[str, Any], source: Optional[str]) -> None:
+    """Store a compat record as `compat.<key>`; if another probe already made `compat` a list
+    of records, append to it instead (the rules iterate either form)."""
+    cur = facts.data.get("compat")
+    if isinstance(cur, list):
+        rec = dict(rec, key=key)
+        cur.append(rec)
+        if source:
+            facts.sources[f"compat[{len(cur) - 1}]"] = source
+        return
+    facts.set(f"compat.{key}", rec, source)
