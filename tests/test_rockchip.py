@@ -199,3 +199,21 @@ def test_compat_records_join_either_form():
         add_compat(f, "rknn-driver-librknnrt", {"matrix": "rknn-runtime-driver", "status": "ok"}, "log")
     assert as_table.data["compat"]["rknn-driver-librknnrt"]["status"] == "ok"
     assert as_list.data["compat"][1]["key"] == "rknn-driver-librknnrt"
+
+
+def test_model_banner_forms():
+    got = parse_runtime_log((DATA / "lite2-librknnrt-2.0.0b0-driver-0.9.5.log").read_text())
+    assert (got["model_version"], got["model_toolkit_version"]) == (6, "2.0.0b0+9bab5682")
+    assert (got["runtime"]["version"], got["driver_version"]) == ("2.0.0b0", "0.9.5")
+    got = parse_runtime_log((DATA / "rkllm-1.1.2-lite2-2.2.0-librknnrt-2.1.0-model-2.2.0.log").read_text())
+    assert got["model_toolkit_version"] == "2.2.0" and got["runtime"]["version"] == "2.1.0"
+    assert got["rkllm"] == {"version": "1.1.2", "driver_version": "0.9.8", "platform": "RK3588"}
+
+
+def test_snapshot_model_newer_than_runtime_is_a_warning(tmp_path):
+    rep = check_json(_snapshot(tmp_path, "rkllm-1.1.2-lite2-2.2.0-librknnrt-2.1.0-model-2.2.0.log"))
+    f = [x for x in rep["findings"] if x["id"] == "toolkit-runtime-mismatch"]
+    assert f and all(x["severity"] == "warning" for x in f), f
+    assert any("2.2.0" in x["message"] and "2.1.0" in x["message"] for x in f)
+    # rkllm 1.1.2 on rknpu 0.9.8 is fine, librknnrt 2.1.0 on 0.9.8 too
+    assert "runtime-driver-mismatch" not in finding_ids(rep)

@@ -254,8 +254,9 @@ def derive_rknn_compat(facts: Facts, host: Host) -> None:
     # toolkit (what built or runs the model) newer than the runtime by major.minor
     runtime = facts.get("sdks.librknnrt.version") or facts.get("sdks.librknnmrt.version")
     invalid_logged = log.get("invalid_model_version") is not None
-    for tk_key in ("rknn_toolkit_lite2", "rknn_toolkit2"):
-        tk = facts.get(f"sdks.{tk_key}.version")
+    for tk_key in ("model_toolkit", "rknn_toolkit_lite2", "rknn_toolkit2"):
+        # the toolkit that compiled the loaded model (runtime banner) decides first
+        tk = log.get("model_toolkit_version") if tk_key == "model_toolkit" else facts.get(f"sdks.{tk_key}.version")
         if not (runtime and tk) or invalid_logged:
             continue
         a, b = _major_minor(tk), _major_minor(runtime)
@@ -270,7 +271,8 @@ def derive_rknn_compat(facts: Facts, host: Host) -> None:
                               "(rknn-toolkit-lite2 CHANGELOG: each release pairs with the runtime of its version)")
         else:
             rec.update(status="ok", detail=f"runtime {runtime} >= toolkit {a[0]}.{a[1]}")
-        out.append((rec, f"sdks.{tk_key}.version"))
+        out.append((rec, "rknn.runtime_log.model_toolkit_version" if tk_key == "model_toolkit"
+                    else f"sdks.{tk_key}.version"))
         break
     # rknn_server (board side of the PC toolkit's connection) and the runtime it loads
     server = facts.get("sdks.rknn_server.version")
