@@ -5,7 +5,9 @@ every read, open, listdir, readlink, realpath, exists/is_dir, stat, can_open, ru
 identity and log access while a normal `check` runs through it. `write_capture` then writes
 that record in the snapshot contract (ARCHITECTURE.md, "Contract: snapshot format"):
 
-- `fs/`: each file read, at its real path; every symlink met on the way kept as a symlink
+- `fs/`: each file read, at its real path (a file opened for seeks, such as an ELF library,
+  keeps only the byte ranges the probes read, zeros elsewhere, with its real size and
+  sha256 in snapshot.toml `[[snapshot.sparse]]`); every symlink met on the way kept as a symlink
   (an absolute target, or a relative one that climbs above `/`, is rewritten relative so it
   resolves inside `fs/` and never out of the tree); directories listed by a probe hold every
   name they had (names not read become empty placeholder files or directories, so globs
@@ -18,7 +20,8 @@ that record in the snapshot contract (ARCHITECTURE.md, "Contract: snapshot forma
   that look like secrets: TOKEN, SECRET, PASSWORD, KEY, CREDENTIAL, AUTH, COOKIE).
 - `logs/`: the files given with --log.
 - `snapshot.toml`: created, tool_version, hostname (redacted), redacted, python_paths (the
-  site directories `lock` scans, so `lock --snapshot` matches a live `lock`), left_out.
+  site directories `lock` scans, so `lock --snapshot` matches a live `lock`), sparse,
+  left_out.
 
 Redaction (npu_doctor.redact) is on by default and applied to text content, command output,
 logs, environment values and paths alike, with one mapping per capture. Binary files (ELF
@@ -76,6 +79,60 @@ class _TrackedEnv(dict):
         return super().__contains__(key)
 
 
+class _TrackedFile:
+    """The file object RecordingHost.open_binary hands out: records which byte ranges were
+    read, so the capture can keep just those (a sparse copy of a 500 MB library).
+    `run_capture` empties the ELF cache first, so no read is skipped by an earlier run."""
+
+    def __init__(self, f: BinaryIO, ranges: List[Tuple[int, int]], lock: threading.Lock) -> None:
+        self._f, self._ranges, self._lock = f, ranges, lock
+
+    def _note(self, pos: int, n: int) -> None:
+        if n > 0:
+            with self._lock:
+                self._ranges.append((pos, n))
+
+    def read(self, n: int = -1) -> bytes:
+        pos = self._f.tell()
+        data = self._f.read(n)
+        self._note(pos, len(data))
+        return data
+
+    def readinto(self, b) -> int:
+        pos = self._f.tell()
+        n = self._f.readinto(b) or 0
+        self._note(pos, n)
+        return n
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._f.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._f.tell()
+
+    def fileno(self) -> int:
+        return self._f.fileno()
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._f.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._f.closed
+
+    def __enter__(self) -> "_TrackedFile":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 class RecordingHost(Host):
     """A Host that forwards to `inner` and records what was accessed (thread-safe)."""
 
@@ -85,7 +142,8 @@ class RecordingHost(Host):
         self.path = inner.path
         self._lock = threading.Lock()
         self.reads: Dict[str, bytes] = {}          # path -> longest content returned
-        self.whole: Set[str] = set()               # opened with open_binary: keep whole file
+        self.whole: Set[str] = set()               # opened with open_binary
+        self.ranges: Dict[str, List[Tuple[int, int]]] = {}   # ... and the (offset, n) read
         self.listed: Set[str] = set()
         self.touched: Set[str] = set()             # exists/is_dir/realpath/readlink
         self.stated: Set[str] = set()              # stat/can_open: record mode and owner
@@ -123,8 +181,10 @@ class RecordingHost(Host):
         except HostError as e:
             self._deny(path, e)
             raise
-        self._add(self.whole, path)
-        return f
+        with self._lock:
+            self.whole.add(path)
+            ranges = self.ranges.setdefault(path, [])
+        return _TrackedFile(f, ranges, self._lock)  # type: ignore[return-value]
 
     def listdir(self, path: str) -> List[str]:
         try:
@@ -207,12 +267,61 @@ class CaptureResult:
     redactions: Dict[str, int] = field(default_factory=dict)
 
 
+class _Sparse:
+    """A file of `size` bytes of which only `pieces` [(offset, bytes)] were read; the rest is
+    written as zeros (what the probes never looked at)."""
+
+    def __init__(self, size: int, pieces: List[Tuple[int, bytes]], sha256: str) -> None:
+        self.size, self.pieces, self.sha256 = size, pieces, sha256
+
+    def stream(self) -> "io.RawIOBase":
+        return _SparseStream(self)
+
+
+class _SparseStream(io.RawIOBase):
+    def __init__(self, sp: _Sparse) -> None:
+        self.sp, self.pos, self.i = sp, 0, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self.pos >= self.sp.size:
+            return 0
+        want = min(len(b), self.sp.size - self.pos)
+        pieces = self.sp.pieces
+        while self.i < len(pieces) and pieces[self.i][0] + len(pieces[self.i][1]) <= self.pos:
+            self.i += 1
+        if self.i < len(pieces) and pieces[self.i][0] <= self.pos:
+            off, data = pieces[self.i]
+            chunk = data[self.pos - off:self.pos - off + want]
+        else:
+            nxt = pieces[self.i][0] if self.i < len(pieces) else self.sp.size
+            chunk = bytes(min(want, nxt - self.pos))
+        b[:len(chunk)] = chunk
+        self.pos += len(chunk)
+        return len(chunk)
+
+
+def _merge_ranges(ranges: List[Tuple[int, int]], size: int) -> List[Tuple[int, int]]:
+    out: List[List[int]] = []
+    for off, n in sorted(ranges):
+        end = min(off + n, size)
+        if end <= off:
+            continue
+        if out and off <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([off, end])
+    return [(a, b - a) for a, b in out]
+
+
 class _Tree:
     """The capture being assembled: fs/ entries by (unredacted) host path."""
 
     def __init__(self) -> None:
         self.dirs: Set[str] = set()
-        self.files: Dict[str, bytes] = {}
+        self.files: Dict[str, Any] = {}   # bytes, or _Sparse for a file read in parts
         self.placeholders: Set[str] = set()
         self.links: Dict[str, str] = {}
         self.stats: Dict[str, StatInfo] = {}
@@ -337,30 +446,68 @@ class CaptureWriter:
             if kind not in ("file", "link"):
                 self._note_stat(real)
 
+    def _add_opened(self, real: str, path: str, ranges: List[Tuple[int, int]]) -> None:
+        """A file opened with open_binary: whole if it was read whole, else the parts read."""
+        try:
+            f = self.inner.open_binary(path)
+        except HostError as e:
+            self.left_out[real] = f"unreadable: {e.reason or e}"
+            return
+        try:
+            size = f.seek(0, 2)
+            merged = _merge_ranges(ranges, size)
+            covered = sum(n for _o, n in merged)
+            if covered >= size:
+                if size > self.max:
+                    self.left_out[real] = f"too large: {size} bytes > cap {self.max} bytes"
+                    return
+                f.seek(0)
+                self._add_file(real, f.read(size))
+                return
+            if covered > self.max:
+                self.left_out[real] = (f"too large: {covered} bytes read of {size} > cap "
+                                       f"{self.max} bytes")
+                return
+            pieces = []
+            for off, n in merged:
+                f.seek(off)
+                pieces.append((off, f.read(n)))
+            import hashlib
+
+            h = hashlib.sha256()
+            f.seek(0)
+            while True:
+                chunk = f.read(1 << 20)
+                if not chunk:
+                    break
+                h.update(chunk)
+        finally:
+            f.close()
+        self.tree.add_dir(posixpath.dirname(real))
+        self.tree.files[real] = _Sparse(size, pieces, h.hexdigest())
+        self.tree.placeholders.discard(real)
+
     def build(self) -> None:
         rec = self.rec
+        opened: Dict[str, Tuple[str, List[Tuple[int, int]]]] = {}
+        for path in sorted(rec.whole):
+            real = self._materialize(path)
+            if real is None:
+                self.left_out[path] = "symlink loop"
+                continue
+            src, ranges = opened.setdefault(real, (path, []))
+            ranges.extend(rec.ranges.get(path, []))
         for path, data in sorted(rec.reads.items()):
             real = self._materialize(path)
             if real is None:
                 self.left_out[path] = "symlink loop"
                 continue
-            if real in rec.whole:
+            if real in opened:
+                opened[real][1].append((0, len(data)))
                 continue
             self._add_file(real, data)
-        for path in sorted(rec.whole):
-            real = self._materialize(path)
-            if real is None:
-                continue
-            try:
-                f = self.inner.open_binary(path)
-            except HostError as e:
-                self.left_out[path] = f"unreadable: {e.reason or e}"
-                continue
-            try:
-                data = f.read(self.max + 1)
-            finally:
-                f.close()
-            self._add_file(real, data)
+        for real, (path, ranges) in sorted(opened.items()):
+            self._add_opened(real, path, ranges)
         for path in sorted(rec.listed):
             real = self._materialize(path)
             if real is None:
@@ -445,7 +592,7 @@ class CaptureWriter:
         for real, data in sorted(self.tree.files.items()):
             from .redact import is_text
 
-            if is_text(data):
+            if isinstance(data, bytes) and is_text(data):
                 red.scan(data.decode("utf-8"), real)
         for c in commands:
             red.scan(" ".join(c["argv"]))
@@ -474,8 +621,13 @@ class CaptureWriter:
 
         for d in sorted(self.tree.dirs):
             entries[fs_rel(d)] = ("dir", None)
+        sparse_meta = []
         for real, data in sorted(self.tree.files.items()):
-            if is_text(data):
+            if isinstance(data, _Sparse):
+                sparse_meta.append({"path": red.apply_path(real), "size": data.size,
+                                    "sha256": data.sha256,
+                                    "bytes_kept": sum(len(b) for _o, b in data.pieces)})
+            elif is_text(data):
                 data = red.apply(data.decode("utf-8"), real).encode("utf-8")
             entries[fs_rel(real)] = ("file", data)
         for real in sorted(self.tree.placeholders):
@@ -531,6 +683,8 @@ class CaptureWriter:
             meta["hostname"] = red.apply(hostname)
         if check_meta:
             meta.update({k: v for k, v in check_meta.items() if v})
+        if sparse_meta:
+            meta["sparse"] = sparse_meta
         if self.left_out:
             meta["left_out"] = [f"{red.apply_path(p)}: {why}" for p, why in sorted(self.left_out.items())]
         entries["snapshot.toml"] = ("file", tomli_w.dumps({"snapshot": meta}).encode("utf-8"))
@@ -636,6 +790,9 @@ def _write_tar(out: str, entries: Dict[str, Tuple[str, Any]]) -> None:
                     if kind == "link":
                         ti.type, ti.linkname, ti.mode = tarfile.SYMTYPE, data, 0o777
                         tf.addfile(ti)
+                    elif isinstance(data, _Sparse):
+                        ti.size, ti.mode = data.size, 0o600
+                        tf.addfile(ti, io.BufferedReader(data.stream(), 1 << 20))
                     else:
                         ti.size, ti.mode = len(data), 0o600
                         tf.addfile(ti, io.BytesIO(data))
@@ -666,7 +823,13 @@ def _write_dir(out: str, entries: Dict[str, Tuple[str, Any]]) -> None:
         else:
             fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as f:
-                f.write(data)
+                if isinstance(data, _Sparse):
+                    for off, piece in data.pieces:   # holes stay holes on disk
+                        f.seek(off)
+                        f.write(piece)
+                    f.truncate(data.size)
+                else:
+                    f.write(data)
 
 
 # -- comparing a live run with its replay ------------------------------------------------------
@@ -738,20 +901,27 @@ def run_capture(inner: Host, config: Any, out: str, redact: bool = True,
                 progress=None) -> CaptureRun:
     """Run `check` through a RecordingHost, write the snapshot, replay it and compare.
 
-    Besides the probes, the Python distribution scan and the file hashes of `lock` run
-    through the recorder, so `lock --snapshot CAPTURE` matches `lock` on the board.
+    Besides the probes, the Python distribution scan of `lock` runs through the recorder,
+    and a file kept only in part records its sha256 in snapshot.toml, so `lock --snapshot
+    CAPTURE` matches `lock` on the board.
     Raises OSError when the output cannot be written.
     """
     from .check import run_check
     from .host import SnapshotHost
-    from .lock import build_manifest, load_spec, site_dirs
+    from .lock import load_spec, scan_python_packages, site_dirs
     from .redact import Redactor
 
     rec = RecordingHost(inner)
+    try:  # an ELF parsed by an earlier run in this process would not be read (nor recorded)
+        from .elf import clear_cache
+
+        clear_cache()
+    except ImportError:
+        pass
     live = run_check(rec, config, progress=progress)
-    try:
-        build_manifest(live.facts, rec, load_spec())
-    except Exception:  # the lock part is a bonus; the capture itself must not fail on it
+    try:  # what `lock` scans beyond the probes: the SDK Python distributions
+        scan_python_packages(rec, load_spec().python_packages)
+    except Exception:  # a bonus for `lock --snapshot`; the capture itself must not fail on it
         pass
     red = Redactor(enabled=redact)
     seed_redactor(red, inner)

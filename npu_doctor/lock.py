@@ -278,17 +278,22 @@ def site_dirs(host: Host, extra: Sequence[str] = ()) -> List[str]:
     return out
 
 
-def _snapshot_python_paths(host: Host) -> List[str]:
+def _snapshot_meta(host: Host) -> Dict[str, Any]:
+    """The [snapshot] table of a snapshot's snapshot.toml ({} for a live host or none)."""
     root = getattr(host, "root", None)
-    if not root:
-        return []
-    p = os.path.join(root, "snapshot.toml")
+    if not root or host.source == "live":
+        return {}
     try:
-        with open(p, "rb") as f:
-            paths = tomllib.load(f).get("snapshot", {}).get("python_paths", [])
+        with open(os.path.join(root, "snapshot.toml"), "rb") as f:
+            meta = tomllib.load(f).get("snapshot", {})
     except (OSError, tomllib.TOMLDecodeError):
-        return []
-    return [str(x) for x in paths if isinstance(x, str)]
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _snapshot_python_paths(host: Host) -> List[str]:
+    paths = _snapshot_meta(host).get("python_paths", [])
+    return [str(x) for x in paths if isinstance(x, str)] if isinstance(paths, list) else []
 
 
 _DIST_RE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._]*?)-(?P<version>[^-]+?)"
@@ -332,8 +337,19 @@ def scan_python_packages(host: Host, patterns: Sequence[str],
 def file_digest(host: Host, path: str) -> Optional[Tuple[str, int]]:
     """(sha256 hex, size in bytes) of a host file, or None when it cannot be read.
 
-    Streams through `Host.open_binary`, so a snapshot hashes its own fs/ copy.
+    Streams through `Host.open_binary`, so a snapshot hashes its own fs/ copy; a file that
+    `capture` kept only in part (the byte ranges the probes read) has the board's sha256 and
+    size in snapshot.toml (`[[snapshot.sparse]]`), and those are used.
     """
+    sparse = _snapshot_meta(host).get("sparse", [])
+    if isinstance(sparse, list) and sparse:
+        try:
+            real = host.realpath(path)
+        except HostError:
+            real = path
+        for entry in sparse:
+            if isinstance(entry, dict) and entry.get("path") in (path, real) and entry.get("sha256"):
+                return str(entry["sha256"]), int(entry.get("size", 0))
     h = hashlib.sha256()
     size = 0
     try:

@@ -45,9 +45,15 @@ SERIAL_FILES = {"serial", "serial_number", "serial-number", "product_serial", "b
 NAME_SAFE_PREFIXES = ("/etc/os-release", "/usr/lib/os-release", "/proc/device-tree/",
                       "/sys/firmware/devicetree/", "/etc/lsb-release", "/etc/debian_version")
 
-_SERIAL_KV = re.compile(
-    r"(?i)(\b(?:serial(?:[ _-]?(?:number|no|num))?|product[ _-]?serial|board[ _-]?serial|"
-    r"board[ _-]?sn|chip[ _-]?sn|s/n|sn)\b\"?\s*[:=]\s*\"?[ \t]*)([^\s\",;|]+)")
+_SERIAL_KEY = (r"\b(?:serial(?:[ _-]?(?:number|no|num))?|product[ _-]?serial|board[ _-]?serial|"
+               r"board[ _-]?sn|chip[ _-]?sn|s/n|sn)\b")
+# `Serial Number: X` / `"serial_number": "X",`: the value ends the line (so the kernel's
+# "Serial: 8250/16550 driver, 4 ports" is not a serial number) ...
+_SERIAL_COLON = re.compile(r"(?im)(" + _SERIAL_KEY + r"\"?[ \t]*:[ \t]*\"?)([^\s\",;|]+)"
+                           r"(?=\"?[ \t]*,?[ \t]*$)")
+# ... `serial=X` (kernel command line, key=value lists): the value ends at a blank.
+_SERIAL_EQ = re.compile(r"(?i)(" + _SERIAL_KEY + r"[ \t]*=[ \t]*\"?)([^\s\",;|]+)")
+_SERIAL_RES = (_SERIAL_COLON, _SERIAL_EQ)
 _HOME_RE = re.compile(r"(?<![\w.-])/home/([A-Za-z0-9._-]+)")
 _UUID_KV = re.compile(r"(?i)(\b(?:uuid|partuuid|fs[_-]?uuid)\s*[:=]\s*\"?)([^\s\",;)]+)")
 _UUID = re.compile(r"(?<![0-9A-Fa-f])[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-"
@@ -143,8 +149,9 @@ class Redactor:
             self.add_user(m.group(1))
             if m.group(1) in self.maps["user"]:
                 self.add_home("/home/" + m.group(1))
-        for m in _SERIAL_KV.finditer(text):
-            self._serial(m.group(2))
+        for rx in _SERIAL_RES:
+            for m in rx.finditer(text):
+                self._serial(m.group(2))
         for m in _UUID_KV.finditer(text):
             v = m.group(2)
             # a standard UUID inside the value (GPU-xxxxxxxx-...) is left to the UUID pattern,
@@ -211,8 +218,9 @@ class Redactor:
                 text = text.replace(v, ph)
         for home, ph in self._homes:
             text = re.sub(re.escape(home) + r"(?=/|\b|$)", ph, text)
-        text = _SERIAL_KV.sub(lambda m: m.group(1) + (
-            self.maps["serial"].get(m.group(2).strip("\"'"), m.group(2))), text)
+        for rx in _SERIAL_RES:
+            text = rx.sub(lambda m: m.group(1) + (
+                self.maps["serial"].get(m.group(2).strip("\"'"), m.group(2))), text)
         text = _UUID_KV.sub(lambda m: m.group(1) + self.maps["uuid"].get(m.group(2), m.group(2)),
                             text)
         text = _UUID.sub(lambda m: self.maps["uuid"].get(m.group(0).lower(), m.group(0)), text)

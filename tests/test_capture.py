@@ -207,6 +207,10 @@ def test_redactor_is_consistent_and_idempotent():
     # versions that look like addresses survive, addresses in context do not
     assert r.apply("libnvinfer8\t8.6.1.6-1+cuda12.0") == "libnvinfer8\t8.6.1.6-1+cuda12.0"
     assert "192.168.1.5" not in r.apply("inet 192.168.1.5/24 brd 192.168.1.255")
+    # the kernel's serial-port banner is not a serial number; a value ending the line is
+    line = "[    0.394013] Serial: 8250/16550 driver, 4 ports, IRQ sharing enabled"
+    assert r.apply(line) == line
+    assert r.apply("Serial\t\t: 10000000abcdef01") == "Serial\t\t: SERIAL-0001"
 
 
 def test_safe_link_targets():
@@ -251,6 +255,51 @@ def test_round_trip_on_this_machine(tmp_path):
         snap.close()
 
 
+def test_sparse_library_keeps_only_what_was_read(tmp_path):
+    """A 4 MiB ELF the library probe parses through open_binary: the capture keeps the parts
+    it read (zeros elsewhere, real size), records the real sha256, and replays the same facts;
+    `lock` of the capture equals `lock` of the original."""
+    if not shutil.which("gcc"):
+        pytest.skip("gcc not available")
+    snap = tmp_path / "snap"
+    shutil.copytree(case_path("k05-rk3588-healthy"), snap)
+    for root, dirs, _files in os.walk(snap):
+        for d in dirs:
+            os.chmod(os.path.join(root, d), 0o755)
+    os.chmod(snap, 0o755)
+    src = tmp_path / "rt.c"
+    src.write_text("const char pad[4 << 20] = {[0 ... (4 << 20) - 1] = 7};\n"
+                   "int xrtDeviceOpen(void) { return pad[1]; }\n")
+    # an XRT library: parsed for its dynamic section only (no probe reads it for a version)
+    lib = snap / "fs/opt/xilinx/xrt/lib/libxrt_coreutil.so.2"
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    import subprocess
+
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    out = tmp_path / "cap.tar.gz"
+    run = run_capture(SnapshotHost(str(snap)), Config.load(), str(out), redact=False)
+    assert [d for d in run.fact_diffs if not d.startswith("replay only:")] == []
+    assert run.finding_diffs == []
+    libpath = "/opt/xilinx/xrt/lib/libxrt_coreutil.so.2"
+    assert any(l.get("path") == libpath for l in run.live.facts.get("libraries", []))
+    with tarfile.open(out) as tf:
+        member = tf.getmember("fs" + libpath)
+        kept = tf.extractfile(member).read()
+    original = lib.read_bytes()
+    assert member.size == len(original) and kept != original
+    assert kept[:64] == original[:64]                        # the ELF header was read and kept
+    assert out.stat().st_size < len(original) // 4
+    meta = tomllib.loads(tarfile.open(out).extractfile("snapshot.toml").read().decode())["snapshot"]
+    import hashlib
+
+    entry = next(e for e in meta["sparse"] if e["path"] == libpath)
+    assert entry["sha256"] == hashlib.sha256(original).hexdigest() and entry["size"] == len(original)
+    a, b = tmp_path / "a.lock", tmp_path / "b.lock"
+    assert run_cli("lock", "--snapshot", str(snap), "-o", str(a)).returncode == 0
+    assert run_cli("lock", "--snapshot", str(out), "-o", str(b)).returncode == 0
+    assert a.read_bytes() == b.read_bytes()
+
+
 def test_cli_capture_then_check_matches_live_check(tmp_path):
     out = tmp_path / "board.tar.gz"
     proc = run_cli("capture", "-o", str(out), "--no-redact", timeout=600)
@@ -262,6 +311,11 @@ def test_cli_capture_then_check_matches_live_check(tmp_path):
     lf, rf = json.loads(live.stdout), json.loads(replay.stdout)
     key = lambda r: sorted((f["id"], f["subject"], f["message"]) for f in r["findings"])  # noqa: E731
     assert key(lf) == key(rf)
+    # and the capture locks to the same bytes as the machine itself
+    a, b = tmp_path / "live.lock", tmp_path / "capture.lock"
+    assert run_cli("lock", "-o", str(a)).returncode == 0
+    assert run_cli("lock", "--snapshot", str(out), "-o", str(b)).returncode == 0
+    assert a.read_bytes() == b.read_bytes()
     for path in ("kernel.release", "os.id", "os.version_id", "arch", "libc.name", "libc.version",
                  "cpu.count", "user.uid"):
         node_l, node_r = lf["facts"], rf["facts"]
