@@ -176,3 +176,14 @@ def _dmesg_snapshot(tmp_path, name):
 def test_kernel_log_findings(tmp_path, name, present, absent):
     ids = finding_ids(check_json(_dmesg_snapshot(tmp_path, name)))
     assert present <= ids and not (absent & ids), ids
+
+
+def test_unreadable_xrt_smi_output_is_one_probe_error(tmp_path):
+    snap = tmp_path / "snap"
+    (snap / "fs").mkdir(parents=True)
+    (snap / "commands.toml").write_text(
+        "[[command]]\nargv = [\"xrt-smi\", \"examine\"]\nreturncode = 0\nstdout = '''garbage\\n'''\n")
+    rep = check_json(snap)
+    probe = [p for p in rep["probes"] if p["id"] == "xdna"][0]
+    assert probe["status"] == "error" and "unparsable" in probe["error"]
+    assert "probe-failed" in finding_ids(rep)

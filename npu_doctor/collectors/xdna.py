@@ -17,11 +17,11 @@ The mmap EAGAIN line of a non-root xrt-smi run (RLIMIT_MEMLOCK) is matched by th
 from __future__ import annotations
 
 import posixpath
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from ..errors import CommandNotFound, HostError
 from ..parsers.xdna import firmware_dir_name, parse_examine, parse_kernel_log
-from ..probes import NoData, ProbeContext
+from ..probes import NoData, ProbeContext, ProbeError
 from ..registry import collector
 from .logs import kernel_log
 
@@ -49,24 +49,26 @@ def xdna_devices(host) -> List[Dict[str, str]]:
     return out
 
 
-def _examine(ctx: ProbeContext) -> None:
+def _examine(ctx: ProbeContext) -> Optional[str]:
+    """Facts from `xrt-smi examine`; returns an error text when its output is unreadable."""
     try:
         res = ctx.run(XRT_SMI)
     except CommandNotFound:
-        return
+        return None
     src = res.source.lstrip("$ ") or "xrt-smi examine"
     if res.timed_out:
         ctx.facts.set("xrt.timed_out", True, src)
-        return
+        return "`xrt-smi examine` timed out"
     text = res.stdout + ("\n" + res.stderr if res.stderr.strip() else "")
     try:
         rep = parse_examine(text)
-    except ValueError:
+    except ValueError as e:
+        last = (res.stderr or res.stdout).strip().splitlines()[-1:] or [""]
         if res.returncode not in (0, None):
-            last = (res.stderr or res.stdout).strip().splitlines()[-1:] or [""]
             ctx.facts.set("xrt.errors", [last[0][:300]], src)
             ctx.facts.set("xrt.returncode", res.returncode, src)
-        return
+            return None
+        return f"unparsable `xrt-smi examine` output ({e}): {last[0][:120]!r}"
     ctx.facts.set("xrt.returncode", res.returncode, src)
     xrt = rep.get("xrt", {})
     if xrt.get("version"):
@@ -95,12 +97,13 @@ def _examine(ctx: ProbeContext) -> None:
         if rep.get("firmware_version") and len(devices) == 1:
             rec["firmware"] = {"version": rep["firmware_version"]}
         ctx.facts.add_accelerator(rec, source=src)
+    return None
 
 
 @collector("xdna")
 def collect_xdna(ctx: ProbeContext) -> None:
     host = ctx.host
-    _examine(ctx)
+    problem = _examine(ctx)
 
     for dev in xdna_devices(host):
         rec: Dict[str, Any] = {"vendor": "amd-xdna", "pci_address": dev["pci_address"],
@@ -154,5 +157,7 @@ def collect_xdna(ctx: ProbeContext) -> None:
             if st.get("initialized") and st.get("minor") is not None:
                 rec["dev"] = f"/dev/accel/accel{st['minor']}"
             ctx.facts.add_accelerator(rec, source=source)
+    if problem:
+        raise ProbeError(problem)
     if not ctx.facts.data:
         raise NoData("no AMD XDNA NPU, xrt-smi or amdxdna kernel-log line")
