@@ -356,3 +356,23 @@ def test_recording_host_records_listing_and_links(tmp_path):
     assert replay.listdir("/sys/class/devfreq") == names
     assert replay.read_attr("/sys/class/devfreq/fdab0000.npu/governor") == gov
     assert stat.S_IMODE(os.stat(out / "fs/sys/devices/platform/fdab0000.npu/devfreq/fdab0000.npu/governor").st_mode) == 0o600
+
+
+def _case_dirs():
+    from conftest import CASES
+
+    return sorted(p.name for p in CASES.iterdir() if (p / "case.toml").is_file()) if CASES.is_dir() else []
+
+
+@pytest.mark.parametrize("case", _case_dirs())
+def test_recapture_of_every_case_replays_the_same(case, tmp_path):
+    """Capturing a real case through the recorder (redacted, as by default) gives a snapshot
+    whose check has the same facts and findings, modulo the redacted values."""
+    out = tmp_path / "cap.tar.gz"
+    host = SnapshotHost(str(case_path(case)))
+    try:
+        run = run_capture(host, Config.load(), str(out), redact=True)
+    finally:
+        host.close()
+    assert run.fact_diffs == [] and run.finding_diffs == [], run.fact_diffs + run.finding_diffs
+    _members_ok(out)
