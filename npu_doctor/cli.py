@@ -84,6 +84,9 @@ def main() -> None:
       npu-doctor check --log run.log           also scan a runtime log for CPU fallback
       npu-doctor rules list                    every check npu-doctor knows
       npu-doctor rules explain runtime-autosuspend
+      npu-doctor capture -o board.tar.gz       bring this board home (redacted snapshot)
+      npu-doctor lock -o npu-env.lock          pin the validated stack
+      npu-doctor verify npu-env.lock           drift since the lock (exit 1 on an error)
     """
 
 
@@ -277,6 +280,7 @@ def verify(lockfile, snapshot, probe_dirs, rule_dirs, logs, ignore_paths, fmt, f
       1  at least one difference at or above --fail-on
       2  usage error, or a lockfile that is unreadable, truncated, of an unknown schema
          or for another architecture
+
     \b
     Examples:
       npu-doctor verify npu-env.lock
