@@ -177,7 +177,6 @@ def jetson_matrix(facts: Facts, host: Host) -> None:
     rows = load_matrix("jetpack-l4t")
     if not rows:
         return
-    compat: List[Dict[str, Any]] = facts.data.setdefault("compat", [])
     row = _row_for(str(l4t), rows)
     src = "rules/jetson.toml matrix jetpack-l4t"
     if row is None:
@@ -186,7 +185,7 @@ def jetson_matrix(facts: Facts, host: Host) -> None:
                   "38": "7.x", "39": "7.x"}.get(major)
         if family:
             facts.set("sdks.l4t.jetpack_family", family, src)
-        compat.append({"matrix": "jetpack-l4t", "subject": "L4T", "what": f"L4T {l4t}",
+        _set_compat(facts, "jetpack-l4t", {"matrix": "jetpack-l4t", "subject": "L4T", "what": f"L4T {l4t}",
                        "status": "not-in-matrix",
                        "detail": f"JetPack family {family or 'unknown'} from the major release R{major}"})
         return
@@ -211,5 +210,10 @@ def jetson_matrix(facts: Facts, host: Host) -> None:
             facts.set("sdks.tensorrt.matches_l4t", False)
             status = "mismatch"
             detail.append(f"TensorRT {trt} (JetPack ships {want})")
-    compat.append({"matrix": "jetpack-l4t", "subject": "L4T", "what": f"L4T {l4t}",
+    _set_compat(facts, "jetpack-l4t", {"matrix": "jetpack-l4t", "subject": "L4T", "what": f"L4T {l4t}",
                    "status": status, "detail": "; ".join(detail)})
+
+
+def _set_compat(facts: Facts, key: str, entry: Dict[str, Any]) -> None:
+    """One verdict under compat.<key> (the table form every family uses)."""
+    facts.set(f"compat.{key}", entry, f"rules/ matrix {entry.get('matrix', key)}")

@@ -241,9 +241,8 @@ def nvidia_compat(facts: Facts, host: Host) -> None:
     if not rows:
         return
     row = cuda_min_driver(toolkit, rows)
-    compat: List[Dict[str, Any]] = facts.data.setdefault("compat", [])
     if row is None:
-        compat.append({"matrix": "cuda-toolkit-min-driver", "subject": "CUDA toolkit",
+        _set_compat(facts, "cuda-toolkit-min-driver", {"matrix": "cuda-toolkit-min-driver", "subject": "CUDA toolkit",
                        "what": f"CUDA toolkit {toolkit}", "status": "not-in-matrix",
                        "detail": f"driver {drv}; the table covers CUDA "
                                  f"{rows[-1].get('cuda')} .. {rows[0].get('cuda')}"})
@@ -260,6 +259,11 @@ def nvidia_compat(facts: Facts, host: Host) -> None:
         if versions.compare(drv, str(fam[0]["linux_driver"])) not in (None, -1):
             status = "minor-version-compat"
     facts.set("sdks.cuda.driver_check", status)
-    compat.append({"matrix": "cuda-toolkit-min-driver", "subject": "CUDA toolkit",
+    _set_compat(facts, "cuda-toolkit-min-driver", {"matrix": "cuda-toolkit-min-driver", "subject": "CUDA toolkit",
                    "what": f"CUDA toolkit {toolkit}", "status": status,
                    "detail": f"needs driver >= {need}, loaded {drv}"})
+
+
+def _set_compat(facts: Facts, key: str, entry: Dict[str, Any]) -> None:
+    """One verdict under compat.<key> (the table form every family uses)."""
+    facts.set(f"compat.{key}", entry, f"rules/ matrix {entry.get('matrix', key)}")
