@@ -21,7 +21,8 @@ that record in the snapshot contract (ARCHITECTURE.md, "Contract: snapshot forma
 - `logs/`: the files given with --log.
 - `snapshot.toml`: created, tool_version, hostname (redacted), redacted, python_paths (the
   site directories `lock` scans, so `lock --snapshot` matches a live `lock`), sparse,
-  left_out.
+  denied (paths this user could not read: a SnapshotHost answers AccessDenied for them, so
+  a capture made without root replays as it ran), left_out.
 
 Redaction (npu_doctor.redact) is on by default and applied to text content, command output,
 logs, environment values and paths alike, with one mapping per capture. Binary files (ELF
@@ -685,6 +686,8 @@ class CaptureWriter:
             meta.update({k: v for k, v in check_meta.items() if v})
         if sparse_meta:
             meta["sparse"] = sparse_meta
+        if self.rec.denied:
+            meta["denied"] = sorted(red.apply_path(p) for p in self.rec.denied)
         if self.left_out:
             meta["left_out"] = [f"{red.apply_path(p)}: {why}" for p, why in sorted(self.left_out.items())]
         entries["snapshot.toml"] = ("file", tomli_w.dumps({"snapshot": meta}).encode("utf-8"))

@@ -502,7 +502,37 @@ class SnapshotHost(Host):
     def _local(self, path: str) -> str:
         return self._resolve(path)[0]
 
+    def _denied(self) -> "set":
+        """Paths the capturing user could not read (snapshot.toml `[snapshot] denied`, written
+        by `npu-doctor capture`), cached by mtime. A missing or bad snapshot.toml: none."""
+        p = os.path.join(self.root, "snapshot.toml")
+        try:
+            mtime = os.path.getmtime(p)
+        except OSError:
+            return set()
+        cache = getattr(self, "_denied_cache", (-1.0, set()))
+        if cache[0] == mtime:
+            return cache[1]
+        try:
+            with open(p, "rb") as f:
+                lst = tomllib.load(f).get("snapshot", {}).get("denied", [])
+        except (OSError, tomllib.TOMLDecodeError, AttributeError):
+            lst = []
+        out = {posixpath.normpath(str(x)) for x in lst if isinstance(x, str)} \
+            if isinstance(lst, list) else set()
+        self._denied_cache = (mtime, out)
+        return out
+
+    def _check_denied(self, path: str) -> None:
+        """AccessDenied for a path that was unreadable when captured, so a capture made
+        without root replays as it ran (insufficient-privileges, not a missing file)."""
+        denied = self._denied()
+        if denied and (posixpath.normpath("/" + path.lstrip("/")) in denied
+                       or self._resolve(path)[1] in denied):
+            raise AccessDenied(path, "permission denied")
+
     def read_bytes(self, path: str, max_bytes: int = READ_CAP_BYTES) -> bytes:
+        self._check_denied(path)
         local = self._local(path)
         if os.path.isdir(local):
             raise HostError(path, "is a directory")
@@ -517,6 +547,7 @@ class SnapshotHost(Host):
             raise HostError(path, e.strerror or str(e)) from None
 
     def open_binary(self, path: str) -> BinaryIO:
+        self._check_denied(path)
         local = self._local(path)
         if os.path.isdir(local):
             raise HostError(path, "is a directory")
@@ -530,6 +561,7 @@ class SnapshotHost(Host):
             raise HostError(path, e.strerror or str(e)) from None
 
     def listdir(self, path: str) -> List[str]:
+        self._check_denied(path)
         local = self._local(path)
         try:
             return sorted(os.listdir(local))

@@ -376,3 +376,41 @@ def test_recapture_of_every_case_replays_the_same(case, tmp_path):
         host.close()
     assert run.fact_diffs == [] and run.finding_diffs == [], run.fact_diffs + run.finding_diffs
     _members_ok(out)
+
+
+class _NonRootView(SnapshotHost):
+    """k05 as a user without root sees it: debugfs (where the RKNPU driver keeps its version
+    and load) is mode 0700 root, so every read under /sys/kernel/debug is EACCES."""
+
+    def _deny(self, path):
+        from npu_doctor.errors import AccessDenied
+
+        if path.startswith("/sys/kernel/debug"):
+            raise AccessDenied(path, "permission denied")
+
+    def read_bytes(self, path, max_bytes=8 << 20):
+        self._deny(path)
+        return super().read_bytes(path, max_bytes)
+
+    def listdir(self, path):
+        self._deny(path)
+        return super().listdir(path)
+
+    def open_binary(self, path):
+        self._deny(path)
+        return super().open_binary(path)
+
+
+def test_capture_without_root_replays_the_denials(tmp_path):
+    host = _NonRootView(str(case_path("k05-rk3588-healthy")))
+    out = tmp_path / "cap.tar.gz"
+    try:
+        run = run_capture(host, Config.load(), str(out))
+    finally:
+        host.close()
+    denied = run.live.facts.get("access.denied", [])
+    assert any(d["path"].startswith("/sys/kernel/debug") for d in denied), denied
+    assert "insufficient-privileges" in {f.id for f in run.live.findings}
+    assert run.fact_diffs == [] and run.finding_diffs == [], run.fact_diffs + run.finding_diffs
+    meta = tomllib.loads(tarfile.open(out).extractfile("snapshot.toml").read().decode())["snapshot"]
+    assert any(p.startswith("/sys/kernel/debug") for p in meta["denied"])
