@@ -187,16 +187,35 @@ def rules_explain(rule_id, rule_dirs):
         _fail(f"unknown rule id {rule_id!r} (see `npu-doctor rules list`)")
     click.echo(f"{rule.id} ({rule.severity}): {rule.title}\n")
     click.echo(rule.explain + "\n")
-    fixes = [f for m in rule.matches for f in m.fixes] + rule.fixes
+    fixes, seen_fix = [], set()
+    for f in [f for m in rule.matches for f in m.fixes] + rule.fixes:
+        if (f.kind, f.text.strip()) not in seen_fix:
+            seen_fix.add((f.kind, f.text.strip()))
+            fixes.append(f)
     if fixes:
-        click.echo("Fixes:")
+        click.echo("Fixes ({placeholders} are filled in from the facts of each finding):")
         for f in fixes:
             click.echo(f"  [{f.kind}] {f.text.strip()}")
     if rule.docs:
         click.echo("Sources:")
         for d in rule.docs:
             click.echo(f"  {d}")
-    click.echo(f"\nDefined in {rule.file}")
+    for mid in rs.matrices_for(rule):
+        path, desc = rs.matrix_info[mid]
+        rows = rs.matrices[mid]
+        click.echo(f"\nMatrix {mid}" + (f": {desc}" if desc else "") + f" ({len(rows)} rows, {path})")
+        for row in rows:
+            cells = ", ".join(f"{k}={_cell(v)}" for k, v in row.items() if k not in ("source", "date"))
+            click.echo(f"  {cells}")
+            click.echo(f"      source: {row.get('source')}" + (f" ({row['date']})" if row.get("date") else ""))
+    files = sorted({rule.file} | {m.file for m in rule.matches if m.file})
+    click.echo("\nDefined in " + ", ".join(files))
+
+
+def _cell(v) -> str:
+    if isinstance(v, list):
+        return "[" + ", ".join(map(str, v)) + "]"
+    return str(v)
 
 
 from . import cli_watch  # noqa: E402,F401  (registers `watch` and `fix`)

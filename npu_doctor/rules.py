@@ -77,6 +77,7 @@ class Match:
     evidence: List[str]
     severity: Optional[str]
     fixes: List[Fix]
+    file: str = ""
 
 
 @dataclass
@@ -112,6 +113,13 @@ class Finding:
 class RuleSet:
     rules: List[Rule]
     matrices: Dict[str, List[Dict[str, Any]]] = field(default_factory=dict)
+    #: matrix id -> (file it is defined in, its description)
+    matrix_info: Dict[str, Tuple[str, str]] = field(default_factory=dict)
+
+    def matrices_for(self, rule: "Rule") -> List[str]:
+        """Ids of the matrices kept beside the rule and its extensions (same files)."""
+        files = {rule.file} | {m.file for m in rule.matches}
+        return [mid for mid, (f, _d) in self.matrix_info.items() if f in files]
 
     def get(self, rule_id: str) -> Optional[Rule]:
         for r in self.rules:
@@ -231,7 +239,7 @@ def _parse_rule(raw: Any, path: str, n: int) -> Rule:
         if not isinstance(m.get("message", ""), str) or not m.get("message"):
             raise ConfigError(f"{where}: match needs a message")
         matches.append(Match(m.get("for_each"), when, m.get("subject", ""), m["message"], ev,
-                             msev, _parse_fixes(m.get("fix"), where)))
+                             msev, _parse_fixes(m.get("fix"), where), file=path))
     docs = raw.get("docs", [])
     if not isinstance(docs, list):
         raise ConfigError(f"{where}: docs must be a list of URLs")
@@ -255,6 +263,8 @@ def load_rule_file(path: str) -> Tuple[List[Rule], Dict[str, List[Dict[str, Any]
         raise ConfigError(f"{path}: unknown table {sorted(unknown)[0]!r} (expected [[rule]] or [[matrix]])")
     rules = [_parse_rule(r, path, n) for n, r in enumerate(data.get("rule", []))]
     matrices: Dict[str, List[Dict[str, Any]]] = {}
+    _MATRIX_DESCRIPTIONS.update({m["id"]: str(m.get("description", "")) for m in data.get("matrix", [])
+                                 if isinstance(m, dict) and isinstance(m.get("id"), str)})
     for n, m in enumerate(data.get("matrix", [])):
         if not isinstance(m, dict) or not isinstance(m.get("id"), str):
             raise ConfigError(f"{path}: matrix #{n + 1}: missing id")
@@ -266,14 +276,20 @@ def load_rule_file(path: str) -> Tuple[List[Rule], Dict[str, List[Dict[str, Any]
     return rules, matrices
 
 
+_MATRIX_DESCRIPTIONS: Dict[str, str] = {}
+
+
 def load_rules(extra_dirs: Iterable[str] = ()) -> RuleSet:
     """Every shipped rule, then those of --rules DIRs. Raises ConfigError on a duplicate id."""
     rules: List[Rule] = []
     extensions: List[Rule] = []
     matrices: Dict[str, List[Dict[str, Any]]] = {}
+    matrix_info: Dict[str, Tuple[str, str]] = {}
     seen: Dict[str, str] = {}
     for path in data_files("rules", extra_dirs):
         file_rules, file_mats = load_rule_file(path)
+        for k in file_mats:
+            matrix_info.setdefault(k, (path, _MATRIX_DESCRIPTIONS.get(k, "")))
         for r in file_rules:
             if r.extend:
                 extensions.append(r)
@@ -296,7 +312,7 @@ def load_rules(extra_dirs: Iterable[str] = ()) -> RuleSet:
             m.fixes = m.fixes + ext.fixes + [Fix("doc", d) for d in ext.docs
                                              if not any(f.text == d for f in m.fixes + ext.fixes)]
         base.matches.extend(ext.matches)
-    return RuleSet(rules, matrices)
+    return RuleSet(rules, matrices, matrix_info)
 
 
 # -- evaluation --------------------------------------------------------------------------

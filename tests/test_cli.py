@@ -137,3 +137,23 @@ def test_probe_with_missing_hanging_failing_and_garbage_commands(tmp_path):
 def test_python_dash_m_entry_point():
     out = run_cli("--help")
     assert out.returncode == 0 and "check" in out.stdout
+
+
+def test_rules_explain_shows_matrix_rows_with_their_sources():
+    out = run_cli("rules", "explain", "runtime-driver-mismatch")
+    assert out.returncode == 0, out.stderr
+    assert "Matrix cuda-toolkit-min-driver" in out.stdout
+    rows = [l for l in out.stdout.splitlines() if l.startswith("  ") and "=" in l and "source:" not in l]
+    sources = [l for l in out.stdout.splitlines() if l.strip().startswith("source:")]
+    assert rows and len(sources) == len(rows)
+    assert all("http" in s for s in sources)
+
+
+def test_every_matrix_row_has_a_source():
+    from npu_doctor.rules import load_rules
+
+    rs = load_rules()
+    assert rs.matrices
+    for mid, rows in rs.matrices.items():
+        for row in rows:
+            assert row.get("source"), (mid, row)
