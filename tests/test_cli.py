@@ -143,7 +143,8 @@ def test_rules_explain_shows_matrix_rows_with_their_sources():
     out = run_cli("rules", "explain", "runtime-driver-mismatch")
     assert out.returncode == 0, out.stderr
     assert "Matrix cuda-toolkit-min-driver" in out.stdout
-    rows = [l for l in out.stdout.splitlines() if l.startswith("  ") and "=" in l and "source:" not in l]
+    body = out.stdout.split("\nMatrix ", 1)[1]
+    rows = [l for l in body.splitlines() if l.startswith("  ") and not l.startswith(("   ", "  ["))]
     sources = [l for l in out.stdout.splitlines() if l.strip().startswith("source:")]
     assert rows and len(sources) == len(rows)
     assert all("http" in s for s in sources)
