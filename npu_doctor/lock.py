@@ -182,6 +182,8 @@ def element_key(coll: Optional[Collection], elem: Any, index: int) -> str:
                 if coll.prefix and elem.get(coll.prefix) is not None:
                     key = f"{elem[coll.prefix]}@{key}"
                 return key
+        if coll.prefix and elem.get(coll.prefix) is not None:
+            return f"{elem[coll.prefix]}#{index}"
     return f"#{index}"
 
 
