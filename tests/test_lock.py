@@ -247,10 +247,15 @@ def test_lock_killed_mid_write_leaves_old_file(k05, tmp_path):
     assert run_cli("verify", str(lf), "--snapshot", str(k05)).returncode == 0
 
 
-def test_lock_to_stdout_and_rules_explain():
+def test_lock_to_stdout_and_rules_explain(k05, tmp_path):
     proc = run_cli("rules", "explain", "lock-drift")
     assert proc.returncode == 0 and "lock-drift (error)" in proc.stdout
-    assert "Fixes:" in proc.stdout
+    assert "[now]" in proc.stdout and "[persist]" in proc.stdout
+    out = run_cli("lock", "--snapshot", str(k05), "-o", "-")
+    assert out.returncode == 0
+    lf = tmp_path / "a.lock"
+    lock(k05, lf)
+    assert out.stdout == lf.read_text()
 
 
 def test_ignore_patterns_and_display_paths():
