@@ -120,7 +120,13 @@ def _summary(area: str, facts: Dict[str, Any]) -> str:
         devs = g("devfreq", {}).get("devices", [])
         if not devs:
             return "no devfreq devices"
-        return "; ".join(f"{d.get('name', '?')} {d.get('governor', '?')}" for d in devs[:4])
+        def one(d: Dict[str, Any]) -> str:
+            text = f"{d.get('name', '?')} {d.get('governor', '?')}"
+            cur, top = d.get("cur_hz"), d.get("max_hz")
+            if isinstance(cur, (int, float)) and isinstance(top, (int, float)) and top:
+                text += f" {cur / 1e6:.0f}/{top / 1e6:.0f} MHz"
+            return text
+        return "; ".join(one(d) for d in devs[:4])
     if area == "Logs":
         fb = g("fallback", {})
         if fb.get("ops"):
