@@ -659,17 +659,16 @@ class CaptureWriter:
                if k in self.rec.env_data and not SECRET_ENV_RE.search(k)}
         if env:
             entries["environ.toml"] = ("file", tomli_w.dumps({"environ": env}).encode("utf-8"))
-        log_names: Set[str] = set()
+        # logs/NAME keeps the log's own name; when the order the probes saw (the --log
+        # order) is not the sorted order a snapshot lists logs/ in, names get a 01- prefix
+        bases = []
+        for name, _text in self.rec.logs_used:
+            rel = name[len("logs/"):] if name.startswith("logs/") else os.path.basename(name)
+            bases.append(red.apply_path(rel) or "log")
+        keep = bases == sorted(bases) and len(set(bases)) == len(bases)
         nlogs = 0
-        for name, text in self.rec.logs_used:
-            base = posixpath.basename(name.replace("logs/", "", 1)) if name.startswith("logs/") \
-                else os.path.basename(name)
-            base = red.apply(base) or "log"
-            cand, n = base, 1
-            while cand in log_names:
-                n += 1
-                cand = f"{n}-{base}"
-            log_names.add(cand)
+        for i, ((name, text), base) in enumerate(zip(self.rec.logs_used, bases), 1):
+            cand = base if keep else f"{i:02d}-{posixpath.basename(base)}"
             self.log_map[name] = "logs/" + cand
             entries["logs/" + cand] = ("file", red.apply(text).encode("utf-8"))
             nlogs += 1

@@ -414,3 +414,17 @@ def test_capture_without_root_replays_the_denials(tmp_path):
     assert run.fact_diffs == [] and run.finding_diffs == [], run.fact_diffs + run.finding_diffs
     meta = tomllib.loads(tarfile.open(out).extractfile("snapshot.toml").read().decode())["snapshot"]
     assert any(p.startswith("/sys/kernel/debug") for p in meta["denied"])
+
+
+def test_capture_with_logs_keeps_their_order_and_findings(tmp_path):
+    """--log files go to logs/ (named so a snapshot lists them in the order given) and the
+    replay finds the same log events and findings (toolkit-runtime-mismatch, CPU fallback)."""
+    a = case_path("c1-06") / "logs/test.log"
+    b = case_path("c3-04") / "logs/rknn-toolkit2.log"
+    out = tmp_path / "cap.tar.gz"
+    run = run_capture(LiveHost(extra_logs=[str(a), str(b)]), Config.load(), str(out))
+    assert run.fact_diffs == [] and run.finding_diffs == [], run.fact_diffs + run.finding_diffs
+    assert run.live.facts.get("log_events"), "the case logs produced no log events"
+    with tarfile.open(out) as tf:
+        names = sorted(m.name for m in tf.getmembers() if m.name.startswith("logs/") and m.isfile())
+    assert names == ["logs/01-test.log", "logs/02-rknn-toolkit2.log"]
