@@ -16,7 +16,9 @@ the same value gets the same placeholder in every file, command output, log and 
 
 A dotted quad that is not in an address context is left alone on purpose: TensorRT
 `8.6.1.6` and cuDNN `8.9.7.29` look like IPv4 addresses, and a version must survive a capture.
-For the same reason names are replaced only as whole tokens (`(?<![\\w.-])NAME(?![\\w-])`),
+Names shorter than 3 characters or that are everyday path and log words (`vm`, `sys`,
+`data`, `ubuntu`) are not replaced at all. For the same reason names are replaced only as
+whole tokens (`(?<![\\w.-])NAME(?![\\w-])`),
 never inside `linux-image-NAME` or `NAME-tools`, and not in os-release or device-tree files,
 where a default hostname such as `raspberrypi` is the board's compatible string.
 
@@ -32,8 +34,16 @@ from typing import Any, Dict, List, Optional, Tuple
 
 KINDS = ("hostname", "user", "home", "serial", "uuid", "mac", "ipv4", "ipv6")
 
-#: Names that identify nothing (a default image name, not a person or a machine).
-GENERIC_NAMES = {"localhost", "localhost.localdomain", "root", "user", "admin", "nobody", ""}
+#: Names that identify nothing, or that are words of every filesystem and log (replacing
+#: a host called `vm` or a user called `sys` would rewrite /proc/sys/vm): never replaced.
+GENERIC_NAMES = {"localhost", "localhost.localdomain", "root", "user", "admin", "nobody", "",
+                 "sys", "dev", "proc", "bin", "sbin", "lib", "lib64", "usr", "etc", "var", "tmp",
+                 "opt", "run", "boot", "home", "mnt", "media", "srv", "data", "test", "build",
+                 "linux", "kernel", "driver", "module", "device", "npu", "gpu", "cpu", "cuda",
+                 "debug", "power", "class", "bus", "pci", "usb", "net", "log", "logs", "share",
+                 "local", "host", "node", "server", "default", "docker", "ubuntu", "debian"}
+#: Shorter names are too likely to occur as ordinary tokens.
+MIN_NAME_LEN = 3
 #: Serial-number values that are not serial numbers.
 NON_VALUES = {"n/a", "na", "none", "unknown", "not specified", "not available", "default string",
               "to be filled by o.e.m.", "0", "00000000", "0x0", "null", "-", "[n/a]",
@@ -110,16 +120,16 @@ class Redactor:
     def add_hostname(self, name: Optional[str]) -> None:
         """The host's name (and its short form when given a FQDN)."""
         name = (name or "").strip()
-        if not self.enabled or name.lower() in GENERIC_NAMES or len(name) < 2:
+        if not self.enabled or name.lower() in GENERIC_NAMES or len(name) < MIN_NAME_LEN:
             return
         self._ph("hostname", name)
         short = name.split(".")[0]
-        if short != name and short.lower() not in GENERIC_NAMES and len(short) >= 2:
+        if short != name and short.lower() not in GENERIC_NAMES and len(short) >= MIN_NAME_LEN:
             self._ph("hostname", short)
 
     def add_user(self, name: Optional[str]) -> None:
         name = (name or "").strip()
-        if self.enabled and name.lower() not in GENERIC_NAMES and len(name) >= 2:
+        if self.enabled and name.lower() not in GENERIC_NAMES and len(name) >= MIN_NAME_LEN:
             self._ph("user", name)
 
     def add_home(self, path: Optional[str]) -> None:

@@ -207,6 +207,11 @@ def test_redactor_is_consistent_and_idempotent():
     # versions that look like addresses survive, addresses in context do not
     assert r.apply("libnvinfer8\t8.6.1.6-1+cuda12.0") == "libnvinfer8\t8.6.1.6-1+cuda12.0"
     assert "192.168.1.5" not in r.apply("inet 192.168.1.5/24 brd 192.168.1.255")
+    # a host called `vm`, a user called `sys`: too generic to replace without rewriting paths
+    r2 = Redactor()
+    r2.add_hostname("vm")
+    r2.add_user("sys")
+    assert r2.apply("/proc/sys/vm/overcommit_memory on vm") == "/proc/sys/vm/overcommit_memory on vm"
     # the kernel's serial-port banner is not a serial number; a value ending the line is
     line = "[    0.394013] Serial: 8250/16550 driver, 4 ports, IRQ sharing enabled"
     assert r.apply(line) == line
