@@ -38,7 +38,6 @@ import os
 import posixpath
 import re
 import socket
-import stat as stat_mod
 import tarfile
 import tempfile
 import threading
@@ -47,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Dict, List, Optional, Sequence, Set, Tuple
 
 from . import __version__
-from .errors import AccessDenied, CommandNotFound, HostError, NotFound
+from .errors import AccessDenied, HostError
 from .host import CommandResult, Host, Identity, StatInfo
 
 DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -412,9 +411,7 @@ class CaptureWriter:
         try:
             self.inner.readlink(path)
             return "link"
-        except HostError:
-            pass
-        except Exception:
+        except Exception:  # HostError: not a link (or unreadable); decide below
             pass
         if self.inner.is_dir(path):
             return "dir"

@@ -7,7 +7,7 @@ the same value gets the same placeholder in every file, command output, log and 
 |-----------|--------------------------------------------------------------------|-------------|
 | hostname  | the host's own name (given with `add_hostname`), as a whole token  | `host-1` |
 | user      | the invoking user's name (`add_user`), as a whole token            | `user1` |
-| home      | the user's home directory (`add_home`), as a path prefix           | `/home/user1` |
+| home      | the user's home directory (`add_home`), as a path prefix           | `/home/user1` (the user's placeholder), else `/home/redacted1` |
 | serial    | `Serial Number: X`, `serial_number": "X"`, `serial=X`, `SN: X`, and whole files named serial, serial_number, product_serial, board_serial, chassis_serial, machine-id, unique_id | `SERIAL-0001` |
 | uuid      | 8-4-4-4-12 hex UUIDs anywhere; values of `uuid=`/`UUID=`/`PARTUUID=` | `00000000-0000-4000-8000-000000000001` |
 | mac       | six hex pairs joined by `:` or `-` (not all zeros / all ones)      | `02:00:00:00:00:01` |
@@ -107,7 +107,7 @@ class Redactor:
         if value not in m:
             n = len(m) + 1
             m[value] = {
-                "hostname": f"host-{n}", "user": f"user{n}", "home": f"/home/user{n}",
+                "hostname": f"host-{n}", "user": f"user{n}", "home": f"/home/redacted{n}",
                 "serial": f"SERIAL-{n:04d}", "uuid": f"00000000-0000-4000-8000-{n:012d}",
                 "mac": "02:00:00:00:{:02x}:{:02x}".format(n // 256 % 256, n % 256),
                 "ipv4": f"192.0.2.{n % 254 + 1}" if n < 254 else f"198.51.100.{n % 254 + 1}",
@@ -136,10 +136,14 @@ class Redactor:
         path = posixpath.normpath(path or "/")
         if not self.enabled or path in ("/", "/root", "/home") or not path.startswith("/"):
             return
-        ph = self._ph("home", path)
-        self._homes = sorted(((p, r) for p, r in self.maps["home"].items()),
-                             key=lambda t: -len(t[0]))
-        del ph
+        user = posixpath.basename(path)
+        if path not in self.maps["home"] and user in self.maps["user"]:
+            # /home/alice -> /home/user1 when alice is user1: one name, one placeholder
+            self.maps["home"][path] = "/home/" + self.maps["user"][user]
+            self._placeholders.add(self.maps["home"][path])
+        else:
+            self._ph("home", path)
+        self._homes = sorted(self.maps["home"].items(), key=lambda t: -len(t[0]))
 
     def _serial(self, value: str) -> Optional[str]:
         v = value.strip().strip("\"'")
