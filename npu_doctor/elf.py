@@ -224,7 +224,9 @@ def _parse(raw: BinaryIO, path: str) -> ElfInfo:
         else:
             _from_segments(elf, f, info)
     except (_PyElfError, struct.error, ValueError, KeyError, IndexError, TypeError,
-            AttributeError, EOFError) as e:
+            AttributeError, EOFError, OSError, OverflowError, RecursionError,
+            ZeroDivisionError, AssertionError) as e:
+        # corrupt offsets make pyelftools seek past 2**63 or read garbage: one clear error
         raise ElfError(f"{path}: unreadable ELF ({type(e).__name__}: {e})") from None
     with _LOCK:
         STATS["parsed"] += 1
@@ -251,6 +253,21 @@ def _take_tags(dyn: Any, info: ElfInfo) -> Dict[str, int]:
         elif t in ("DT_VERNEED", "DT_VERNEEDNUM", "DT_VERDEF", "DT_VERDEFNUM", "DT_STRTAB"):
             raw[t] = tag.entry.d_val
     return raw
+
+
+class _Budget:
+    """Entry counter for the linked version lists: a corrupt count or a `next` offset of 0
+    must not make one file loop for minutes (the lists cannot hold more entries than their
+    section has room for)."""
+
+    def __init__(self, limit: int, path: str) -> None:
+        self.left = min(int(limit), 1_000_000)
+        self.path = path
+
+    def take(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise ElfError(f"{self.path}: corrupt version section (more entries than fit)")
 
 
 _SHT_WANTED = {6: "SHT_DYNAMIC", 0x6FFFFFFE: "SHT_GNU_verneed", 0x6FFFFFFD: "SHT_GNU_verdef"}
@@ -281,15 +298,23 @@ def _from_sections(elf: Any, info: ElfInfo) -> None:
             _take_tags(dyn, info)
     if "SHT_GNU_verneed" in wanted:
         sec = elf.get_section(wanted["SHT_GNU_verneed"])
+        budget = _Budget(sec["sh_size"] // 16 + 1, info.path)  # 16-byte Verneed/Vernaux
         for verneed, auxes in sec.iter_versions():
+            budget.take()
             needs = info.version_needs.setdefault(verneed.name, [])
             for aux in auxes:
+                budget.take()
                 needs.append(VersionNeed(aux.name, bool(aux.entry["vna_flags"] & VER_FLG_WEAK)))
     if "SHT_GNU_verdef" in wanted:
         info.has_version_defs = True
         sec = elf.get_section(wanted["SHT_GNU_verdef"])
+        budget = _Budget(sec["sh_size"] // 8 + 1, info.path)  # Verdaux entries are 8 bytes
         for verdef, auxes in sec.iter_versions():
-            names = [a.name for a in auxes]
+            budget.take()
+            names = []
+            for a in auxes:
+                budget.take()
+                names.append(a.name)
             if verdef.entry["vd_flags"] & VER_FLG_BASE or not names:
                 continue
             info.version_defs.append(names[0])
@@ -324,13 +349,16 @@ def _from_segments(elf: Any, f: _CountingFile, info: ElfInfo) -> None:
             buf += chunk
         return buf.split(b"\x00", 1)[0].decode("utf-8", "replace")
 
+    budget = _Budget(100_000, info.path)
     pos = off(raw["DT_VERNEED"]) if "DT_VERNEED" in raw else None
-    for _ in range(raw.get("DT_VERNEEDNUM", 0) if pos is not None else 0):
+    for _ in range(min(raw.get("DT_VERNEEDNUM", 0), 65536) if pos is not None else 0):
+        budget.take()
         f.seek(pos)
         _ver, cnt, vn_file, vn_aux, vn_next = struct.unpack(end + "HHIII", f.read(16))
         needs = info.version_needs.setdefault(cstr(vn_file), [])
         apos = pos + vn_aux
         for _ in range(cnt):
+            budget.take()
             f.seek(apos)
             _hash, flags, _other, name, nxt = struct.unpack(end + "IHHII", f.read(16))
             needs.append(VersionNeed(cstr(name), bool(flags & VER_FLG_WEAK)))
@@ -343,7 +371,8 @@ def _from_segments(elf: Any, f: _CountingFile, info: ElfInfo) -> None:
     pos = off(raw["DT_VERDEF"]) if "DT_VERDEF" in raw else None
     if pos is not None:
         info.has_version_defs = True
-    for _ in range(raw.get("DT_VERDEFNUM", 0) if pos is not None else 0):
+    for _ in range(min(raw.get("DT_VERDEFNUM", 0), 65536) if pos is not None else 0):
+        budget.take()
         f.seek(pos)
         _ver, flags, _ndx, cnt, _hash, vd_aux, vd_next = struct.unpack(end + "HHHHIII", f.read(20))
         if cnt and not flags & VER_FLG_BASE:

@@ -125,43 +125,55 @@ def parse_ld_so_cache(data: bytes) -> List[CacheEntry]:
     default); the new part wins when present. Raises ValueError for anything else.
     Layout: glibc sysdeps/generic/dl-cache.h.
     """
-    def cstr(base: int, off: int) -> str:
-        start = base + off
-        end = data.find(b"\x00", start)
-        if start >= len(data) or end < 0:
-            raise ValueError("string offset outside the cache")
-        return data[start:end].decode("utf-8", "replace")
+    try:
+        return _parse_cache(data)
+    except struct.error as e:
+        raise ValueError(f"truncated cache ({e})") from None
 
-    def parse_new(at: int) -> List[CacheEntry]:
-        if len(data) < at + 48:
-            raise ValueError("truncated new-format header")
-        flags_byte = data[at + 28]
-        end = ">" if flags_byte & 3 == 3 else "<"
-        nlibs = struct.unpack_from(end + "I", data, at + 20)[0]
-        if at + 48 + nlibs * 24 > len(data):
-            raise ValueError("entry table runs past the end of the cache")
-        out = []
-        for i in range(nlibs):
-            fl, key, val, _osv, hwcap = struct.unpack_from(end + "iIIIQ", data, at + 48 + i * 24)
-            # hwcap with bit 62 set marks a glibc-hwcaps subdirectory entry (dl-cache.h)
-            out.append(CacheEntry(cstr(at, key), cstr(at, val), fl & 0xFFFF,
-                                  hwcap=bool(hwcap)))
-        return out
 
+def _cstr(data: bytes, base: int, off: int) -> str:
+    start = base + off
+    end = data.find(b"\x00", start)
+    if start >= len(data) or end < 0:
+        raise ValueError("string offset outside the cache")
+    return data[start:end].decode("utf-8", "replace")
+
+
+def _parse_new(data: bytes, at: int) -> List[CacheEntry]:
+    """struct cache_file_new at offset `at`: 48-byte header, 24-byte entries; string
+    offsets are relative to the header."""
+    if len(data) < at + 48:
+        raise ValueError("truncated new-format header")
+    end = ">" if data[at + 28] & 3 == 3 else "<"  # flags: endianness of the writer
+    nlibs = struct.unpack_from(end + "I", data, at + 20)[0]
+    if at + 48 + nlibs * 24 > len(data):
+        raise ValueError("entry table runs past the end of the cache")
+    out = []
+    for i in range(nlibs):
+        fl, key, val, _osv, hwcap = struct.unpack_from(end + "iIIIQ", data, at + 48 + i * 24)
+        out.append(CacheEntry(_cstr(data, at, key), _cstr(data, at, val), fl & 0xFFFF,
+                              hwcap=bool(hwcap)))
+    return out
+
+
+def _parse_cache(data: bytes) -> List[CacheEntry]:
     if data.startswith(NEW_MAGIC):
-        return parse_new(0)
+        return _parse_new(data, 0)
     if data.startswith(OLD_MAGIC):
+        # struct cache_file: 11-byte magic, uint32 nlibs at 12, 12-byte entries; strings are
+        # relative to the end of the entry table. A new-format cache may follow, 8-aligned.
         nlibs = struct.unpack_from("<I", data, 12)[0]
         table_end = 16 + nlibs * 12
         if table_end > len(data):
             raise ValueError("old-format entry table runs past the end of the cache")
         new_at = (table_end + 7) & ~7
         if data[new_at:new_at + len(NEW_MAGIC)] == NEW_MAGIC:
-            return parse_new(new_at)
+            return _parse_new(data, new_at)
         out = []
         for i in range(nlibs):
             fl, key, val = struct.unpack_from("<iII", data, 16 + i * 12)
-            out.append(CacheEntry(cstr(table_end, key), cstr(table_end, val), fl & 0xFFFF))
+            out.append(CacheEntry(_cstr(data, table_end, key), _cstr(data, table_end, val),
+                                  fl & 0xFFFF))
         return out
     raise ValueError("not an ld.so.cache file (unknown magic)")
 

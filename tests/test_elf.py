@@ -334,6 +334,15 @@ def test_bad_cache_is_a_value_error():
         parse_ld_so_cache(b"garbage" * 10)
     with pytest.raises(ValueError):
         parse_ld_so_cache(b"glibc-ld.so.cache1.1" + b"\xff" * 40)
+    with pytest.raises(ValueError):
+        parse_ld_so_cache(b"ld.so-1.7.0\x00\x05")
+    if os.path.exists("/etc/ld.so.cache"):
+        data = Path("/etc/ld.so.cache").read_bytes()
+        for n in range(0, len(data), max(1, len(data) // 97)):
+            try:
+                parse_ld_so_cache(data[:n])
+            except ValueError:
+                pass
 
 
 def test_ldconfig_p_text_of_other_architectures():
@@ -384,3 +393,31 @@ def test_snapshot_resolution_uses_captured_ldconfig_p(built, tmp_path):
     (tmp_path / "commands.toml").write_text("")
     node = Resolver(SnapshotHost(str(tmp_path))).tree("/opt/sdk/libcons.so")[0]
     assert node.missing == [] and set(node.unknown) >= {"libvprov.so.1", "libc.so.6"}
+
+
+@needs_gcc
+def test_corrupt_files_give_elf_errors_not_tracebacks(built, tmp_path):
+    """Truncations and flipped bytes of a real library: read_elf succeeds or raises
+    NotElf/ElfError, and the resolver treats the file as unusable."""
+    import random
+    data = built["cons"].read_bytes()
+    rng = random.Random(1234)
+    p = tmp_path / "libbad.so"
+    outcomes = {"ok": 0, "error": 0}
+    for i in range(150):
+        buf = bytearray(data)
+        if i % 3 == 0:
+            buf = buf[:rng.randrange(0, len(buf))]
+        else:
+            for _ in range(rng.randrange(1, 40)):
+                j = rng.randrange(0, min(len(buf), 4096) if i % 2 else len(buf))
+                buf[j] = rng.randrange(256)
+        p.write_bytes(bytes(buf))
+        elfmod.clear_cache()
+        try:
+            read_elf(LiveHost(), str(p))
+            outcomes["ok"] += 1
+        except (NotElf, ElfError):
+            outcomes["error"] += 1
+        Resolver(LiveHost(), environ={}, cache_entries=[]).elf(str(p))  # never raises
+    assert outcomes["error"] > 0 and outcomes["ok"] > 0
