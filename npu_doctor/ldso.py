@@ -24,8 +24,10 @@ snapshot that captured the SDK but not /lib), the requirement is returned as `un
 a later comparison of `GLIBC_x.y` with `libc.version`.
 
 Not modelled: glibc-hwcaps subdirectories (their libraries are variants of ones found anyway),
-DF_1_NODEFLIB, secure-execution mode, LD_PRELOAD, and the search list of the process that
-will eventually dlopen a plugin (only names listed as `assume_loaded` stand for it).
+DF_1_NODEFLIB, secure-execution mode, LD_PRELOAD, DSTs inside LD_LIBRARY_PATH, and the process
+that will eventually dlopen a plugin: its executable's DT_RPATH, the dlopen caller's DT_RPATH
+and the objects it has already loaded (only names listed as `assume_loaded` stand for those).
+Each SDK library is analysed as if dlopen()ed on its own.
 """
 
 from __future__ import annotations
@@ -425,11 +427,10 @@ class Resolver:
         assume = list(assume_loaded)
         nodes: List[Node] = []
         by_path: Dict[str, Node] = {}
-        loaded: Dict[str, str] = {}  # name or soname -> path
+        loaded: Dict[str, str] = {}  # DT_NEEDED name or SONAME -> path (ld.so _dl_name_match_p)
         queue = deque([(root, info, None, ())])  # type: ignore[var-annotated]
         first = Node(root, info, None)
         by_path[root] = first
-        loaded[posixpath.basename(root)] = root
         if info.soname:
             loaded[info.soname] = root
         pending = {root: first}
