@@ -25,6 +25,7 @@ A deriver then compares `unverified` GLIBC_x.y requirements with `libc.version`
 
 from __future__ import annotations
 
+import csv
 import fnmatch
 import posixpath
 import re
@@ -101,13 +102,34 @@ def _python_libraries(patterns: List[str]) -> List[Tuple[str, str]]:
         if not n or n in seen or not any(fnmatch.fnmatchcase(n, p) for p in pats):
             continue
         seen.add(n)
-        for f in dist.files or []:
-            if not _SO_RE.search(str(f)):
-                continue
+        sdk = n.replace("-", "_")
+        for rel in _so_files_of(dist):
             try:
-                out.append((n.replace("-", "_"), str(dist.locate_file(f))))
+                out.append((sdk, str(dist.locate_file(rel))))
             except Exception:
                 continue
+    return out
+
+
+def _so_files_of(dist: Any) -> List[str]:
+    """Relative paths of shared objects in a distribution's RECORD (PEP 376/627).
+
+    The RECORD is filtered as text before any path object is built: torch's has 16 000 lines
+    and `Distribution.files` spends 0.2 s turning them all into PackagePath objects.
+    """
+    try:
+        text = dist.read_text("RECORD")
+    except Exception:
+        text = None
+    if not text:
+        return [str(f) for f in (dist.files or []) if _SO_RE.search(str(f))]
+    out = []
+    for line in text.splitlines():
+        if ".so" not in line:
+            continue
+        for row in csv.reader([line]):
+            if row and _SO_RE.search(row[0]):
+                out.append(row[0])
     return out
 
 
