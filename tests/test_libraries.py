@@ -434,3 +434,24 @@ def test_openvino_2024_4_npu_plugin_without_level_zero(request):
     assert not any(s.endswith("libopenvino.so.2440") or s.endswith("cpu_plugin.so") for s in subjects)
     scan = report["facts"]["library_scan"]
     assert scan["roots"] >= 20 and scan["duration_ms"] < 3000
+
+
+@needs_gcc
+def test_vendor_globs_follow_links_once_and_report_the_real_file(tmp_path):
+    """`**` walks below a vendor dir (a symlink loop does not loop), and a library reached
+    through its dev and soname links is one record, named by the file itself."""
+    from npu_doctor.collectors.libraries import expand_glob
+    base = tmp_path / "opt/vendor"
+    real = cc(base / "a/b/lib64/libv.so.1.2.3", "int v(void){return 1;}\n", "-Wl,-soname,libv.so.1")
+    os.symlink("libv.so.1.2.3", base / "a/b/lib64/libv.so.1")
+    os.symlink("libv.so.1", base / "a/b/lib64/libv.so")
+    os.symlink("..", base / "a/b/loop")  # a directory link back up
+    (base / "a/b/lib64/notes.so.txt").write_text("not a library")
+    found = expand_glob(LiveHost(), f"{base}/**/lib64/*.so*")
+    assert f"{base}/a/b/lib64/libv.so" in found and f"{base}/a/b/lib64/libv.so.1.2.3" in found
+    probes = write_probe_override(tmp_path / "probes", [f"{base}/**/lib64/*.so*"])
+    proc = run_cli("check", "--probes", str(probes), "--format", "json", "--fail-on", "never",
+                   "--select", "missing-shared-library")
+    libs = [l for l in json.loads(proc.stdout)["facts"]["libraries"] if l["sdk"] == "testsdk"]
+    assert [l["path"] for l in libs] == [str(real)]
+    assert libs[0]["soname"] == "libv.so.1" and libs[0]["missing"] == []
