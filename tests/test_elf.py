@@ -421,3 +421,54 @@ def test_corrupt_files_give_elf_errors_not_tracebacks(built, tmp_path):
             outcomes["error"] += 1
         Resolver(LiveHost(), environ={}, cache_entries=[]).elf(str(p))  # never raises
     assert outcomes["error"] > 0 and outcomes["ok"] > 0
+
+
+def _elf_hash(name: bytes) -> int:
+    """The SysV ELF hash ld.so compares in vna_hash (gABI, "Hash Table")."""
+    h = 0
+    for c in name:
+        h = ((h << 4) + c) & 0xFFFFFFFF
+        g = h & 0xF0000000
+        if g:
+            h ^= g >> 24
+        h &= ~g & 0xFFFFFFFF
+    return h
+
+
+@needs_gcc
+@pytest.mark.skipif(not X86_64, reason="patches an x86-64 build")
+def test_newer_glibc_than_the_system_one_against_the_real_libc(tmp_path):
+    """A library whose libc.so.6 requirement says GLIBC_9.9.9 (the string and vna_hash of its
+    GLIBC_2.2.5 need patched, as a binary built on a far newer distribution would carry):
+    unsatisfied against this machine's real libc.so.6, exactly as ld.so refuses it."""
+    from elftools.elf.elffile import ELFFile
+    lib = cc(tmp_path / "libnewer.so", "#include <unistd.h>\nint f(void){return (int)getpid();}\n")
+    old, new = b"GLIBC_2.2.5", b"GLIBC_9.9.9"
+    data = bytearray(lib.read_bytes())
+    with open(lib, "rb") as fh:
+        elf = ELFFile(fh)
+        vr = elf.get_section_by_name(".gnu.version_r")
+        dynstr = elf.get_section_by_name(".dynstr")
+        vn_pos, str_off = vr["sh_offset"], dynstr["sh_offset"]
+        patched = False
+        for verneed, auxes in vr.iter_versions():
+            aux_pos = vn_pos + verneed.entry["vn_aux"]
+            for aux in auxes:
+                if aux.name == old.decode() and verneed.name == "libc.so.6":
+                    name_at = str_off + aux.entry["vna_name"]
+                    assert bytes(data[name_at:name_at + len(old)]) == old
+                    data[name_at:name_at + len(new)] = new
+                    struct.pack_into("<I", data, aux_pos, _elf_hash(new))
+                    patched = True
+                aux_pos += aux.entry["vna_next"]
+            vn_pos += verneed.entry["vn_next"]
+    if not patched:
+        pytest.skip("the toolchain did not emit a GLIBC_2.2.5 need to patch")
+    lib.write_bytes(bytes(data))
+    node = Resolver(LiveHost(), environ={}).tree(str(lib))[0]
+    bad = [u for u in node.unsatisfied if u["version"] == "GLIBC_9.9.9"]
+    assert len(bad) == 1 and bad[0]["library"] == "libc.so.6" and bad[0]["basis"] == "version_d"
+    libc = read_elf(LiveHost(), bad[0]["provider"])
+    assert libc.soname == "libc.so.6" and bad[0]["provided_max"] == newest_of_family(libc.version_defs, "GLIBC_0")
+    real = dlopen(lib)
+    assert real.returncode != 0 and "version `GLIBC_9.9.9' not found" in real.stderr
