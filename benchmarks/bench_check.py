@@ -97,10 +97,12 @@ def main() -> int:
     if floor and live:
         print(f"live / floor         = {live / floor:.2f}x")
     if rows["check hang"][0] is not None:
-        from npu_doctor.probes import load_specs
+        from npu_doctor.probes import COMMAND_TIMEOUT_S, load_specs
 
-        longest = max(s.timeout_s for s in load_specs())
-        print(f"all commands hang    = {rows['check hang'][0]:.2f} s  (largest probe timeout {longest:g} s)")
+        specs = load_specs()
+        total = sum(s.timeout_s for s in specs)
+        print(f"all commands hang    = {rows['check hang'][0]:.2f} s  (one command's limit is "
+              f"{COMMAND_TIMEOUT_S:g} s; the probe timeouts add up to {total:g} s)")
     return 0
 
 

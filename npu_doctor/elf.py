@@ -28,11 +28,6 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Dict, List, Optional, Tuple
 
-from elftools.common.exceptions import ELFError as _PyElfError
-from elftools.elf import elffile as _elffile
-from elftools.elf.dynamic import DynamicSection, DynamicSegment
-from elftools.elf.structs import ELFStructs
-
 from .host import Host
 
 ELF_MAGIC = b"\x7fELF"
@@ -105,32 +100,52 @@ class ElfInfo:
 # pyelftools builds ~80 parser objects per ELFFile (1-1.5 ms, most of the cost of reading a
 # library). They depend only on (endianness, class, e_type, e_machine, OS ABI) and hold no
 # per-file state, so they are built once per combination. Behaviour is unchanged.
-class _MemoStructs(ELFStructs):
-    _memo: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
+class _PyElf:
+    """pyelftools, imported on first use: a check with no SDK library never pays for it."""
 
-    def create_basic_structs(self) -> None:  # type: ignore[override]
-        key = ("basic", self.little_endian, self.elfclass)
-        cached = self._memo.get(key)
-        if cached is None:
-            super().create_basic_structs()
-            self._memo[key] = dict(self.__dict__)
-        else:
-            self.__dict__.update(cached)
+    _loaded: Optional["_PyElf"] = None
 
-    def create_advanced_structs(self, e_type=None, e_machine=None,  # type: ignore[override]
-                                e_ident_osabi=None) -> None:
-        key = ("adv", self.little_endian, self.elfclass, e_type, e_machine, e_ident_osabi)
-        cached = self._memo.get(key)
-        if cached is None:
-            super().create_advanced_structs(e_type, e_machine, e_ident_osabi)
-            self._memo[key] = dict(self.__dict__)
-        else:
-            self.__dict__.update(cached)
+    def __init__(self) -> None:
+        from elftools.common.exceptions import ELFError
+        from elftools.elf import elffile
+        from elftools.elf.dynamic import DynamicSection, DynamicSegment
+        from elftools.elf.structs import ELFStructs
 
+        class _MemoStructs(ELFStructs):  # type: ignore[misc,valid-type]
+            _memo: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
 
-if getattr(_elffile, "ELFStructs", None) is ELFStructs:
-    _elffile.ELFStructs = _MemoStructs  # type: ignore[attr-defined]
-ELFFile = _elffile.ELFFile
+            def create_basic_structs(self) -> None:  # type: ignore[override]
+                key = ("basic", self.little_endian, self.elfclass)
+                cached = self._memo.get(key)
+                if cached is None:
+                    super().create_basic_structs()
+                    self._memo[key] = dict(self.__dict__)
+                else:
+                    self.__dict__.update(cached)
+
+            def create_advanced_structs(self, e_type=None, e_machine=None,  # type: ignore[override]
+                                        e_ident_osabi=None) -> None:
+                key = ("adv", self.little_endian, self.elfclass, e_type, e_machine, e_ident_osabi)
+                cached = self._memo.get(key)
+                if cached is None:
+                    super().create_advanced_structs(e_type, e_machine, e_ident_osabi)
+                    self._memo[key] = dict(self.__dict__)
+                else:
+                    self.__dict__.update(cached)
+
+        if getattr(elffile, "ELFStructs", None) is ELFStructs:
+            elffile.ELFStructs = _MemoStructs  # type: ignore[attr-defined]
+        self.ELFFile = elffile.ELFFile
+        self.ELFError = ELFError
+        self.DynamicSection = DynamicSection
+        self.DynamicSegment = DynamicSegment
+
+    @classmethod
+    def get(cls) -> "_PyElf":
+        with _LOCK:
+            if cls._loaded is None:
+                cls._loaded = cls()
+            return cls._loaded
 
 
 class _CountingFile:
@@ -209,8 +224,9 @@ def _parse(raw: BinaryIO, path: str) -> ElfInfo:
         raise NotElf(f"{path}: not an ELF file")
     raw.seek(0)
     f = _CountingFile(raw)
+    pe = _PyElf.get()
     try:
-        elf = ELFFile(f)
+        elf = pe.ELFFile(f)
         info = ElfInfo(
             path=path,
             elf_class=elf.elfclass,
@@ -223,7 +239,7 @@ def _parse(raw: BinaryIO, path: str) -> ElfInfo:
             _from_sections(elf, info)
         else:
             _from_segments(elf, f, info)
-    except (_PyElfError, struct.error, ValueError, KeyError, IndexError, TypeError,
+    except (pe.ELFError, struct.error, ValueError, KeyError, IndexError, TypeError,
             AttributeError, EOFError, OSError, OverflowError, RecursionError,
             ZeroDivisionError, AssertionError) as e:
         # corrupt offsets make pyelftools seek past 2**63 or read garbage: one clear error
@@ -294,7 +310,7 @@ def _from_sections(elf: Any, info: ElfInfo) -> None:
                 wanted[t] = i
     if "SHT_DYNAMIC" in wanted:
         dyn = elf.get_section(wanted["SHT_DYNAMIC"])
-        if isinstance(dyn, DynamicSection):
+        if isinstance(dyn, _PyElf.get().DynamicSection):
             _take_tags(dyn, info)
     if "SHT_GNU_verneed" in wanted:
         sec = elf.get_section(wanted["SHT_GNU_verneed"])
@@ -324,7 +340,7 @@ def _from_segments(elf: Any, f: _CountingFile, info: ElfInfo) -> None:
     """No section headers (sstrip'ed): read PT_DYNAMIC and the version tables it points to."""
     dyn = None
     for seg in elf.iter_segments():
-        if isinstance(seg, DynamicSegment):
+        if isinstance(seg, _PyElf.get().DynamicSegment):
             dyn = seg
             break
     if dyn is None:

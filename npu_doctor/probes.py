@@ -41,6 +41,8 @@ from .tomlcompat import tomllib
 SPEC_KEYS = {"id", "area", "title", "collector", "read", "run", "parser", "into", "timeout_s",
              "fast", "args", "description"}
 DEFAULT_TIMEOUT_S = 5.0
+#: Longest any one command may run by default (seconds); a hung vendor tool costs this.
+COMMAND_TIMEOUT_S = 15.0
 
 
 class NoData(Exception):
@@ -149,8 +151,12 @@ class ProbeContext:
         return self.host.read_text(path)
 
     def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
-        """Run a command (cached per check). Raises CommandNotFound."""
-        return self._commands.run(list(argv), timeout or self.spec.timeout_s)
+        """Run a command (cached per check). Raises CommandNotFound.
+
+        The default limit is the probe's timeout_s, at most COMMAND_TIMEOUT_S: a probe that
+        runs several commands (npu-smi per NPU) has a longer budget than any one of them.
+        """
+        return self._commands.run(list(argv), timeout or min(self.spec.timeout_s, COMMAND_TIMEOUT_S))
 
     def denied(self, path: str, check: Optional[str] = None) -> None:
         """Record that something could not be read as this user (insufficient-privileges)."""
@@ -340,22 +346,34 @@ def run_probes(host: Host, specs: Sequence[ProbeSpec], max_workers: int = 8,
     commands = CommandCache(host)
     results: Dict[str, ProbeResult] = {}
     lock = threading.Lock()
-    slots = threading.BoundedSemaphore(max_workers)
+    todo = list(specs)
     done_ev = {s.id: threading.Event() for s in specs}
     started: Dict[str, float] = {}
 
-    def worker(spec: ProbeSpec) -> None:
-        with slots:
+    def worker() -> None:
+        # a small pool pulls specs off the list: starting a thread per probe costs more than
+        # most probes (thread start waits for the GIL)
+        while True:
             with lock:
+                if not todo:
+                    return
+                spec = todo.pop(0)
                 started[spec.id] = time.monotonic()
             r = _run_one(spec, host, commands, options)
             with lock:
+                late = spec.id in results
                 results.setdefault(spec.id, r)
             done_ev[spec.id].set()
+            if late:
+                return  # this worker was replaced when its probe timed out
+
+    def start_worker() -> None:
+        threading.Thread(target=worker, name="probe-worker", daemon=True).start()
 
     start = time.monotonic()
-    for s in specs:
-        threading.Thread(target=worker, args=(s,), name=f"probe-{s.id}", daemon=True).start()
+    for _ in range(min(max_workers, len(specs))):
+        start_worker()
+    extra = float((options or {}).get("sample_s", 0) or 0)
     announced = False
     for s in specs:
         while not done_ev[s.id].is_set():
@@ -367,14 +385,18 @@ def run_probes(host: Host, specs: Sequence[ProbeSpec], max_workers: int = 8,
                 if waiting:
                     progress("probing: waiting for " + ", ".join(waiting))
                 announced = True
+            replace = False
             with lock:
-                t0 = started.get(s.id)
-                limit = s.timeout_s + 0.5 + float((options or {}).get("sample_s", 0) or 0)
-                if t0 is not None and now - t0 > limit and s.id not in results:
-                    results[s.id] = ProbeResult(
-                        id=s.id, status="error", error_kind="timeout", area=s.area,
-                        error=f"timed out after {s.timeout_s:g} s", duration_s=now - t0)
-                    done_ev[s.id].set()
+                for sid, t0 in started.items():
+                    spec = next(x for x in specs if x.id == sid)
+                    if sid not in results and now - t0 > spec.timeout_s + 0.5 + extra:
+                        results[sid] = ProbeResult(
+                            id=sid, status="error", error_kind="timeout", area=spec.area,
+                            error=f"timed out after {spec.timeout_s:g} s", duration_s=now - t0)
+                        done_ev[sid].set()
+                        replace = True
+            if replace:
+                start_worker()  # the stuck worker is lost to this run; the rest go on
     facts = Facts()
     ordered = [results[s.id] for s in specs]
     for r in ordered:

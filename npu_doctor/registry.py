@@ -14,7 +14,7 @@ Modules under `npu_doctor.parsers` and `npu_doctor.collectors` register themselv
 from __future__ import annotations
 
 import importlib
-import pkgutil
+import os
 from typing import Callable, Dict, List, Tuple
 
 PARSERS: Dict[str, Callable] = {}
@@ -57,6 +57,12 @@ def load_all() -> None:
     from . import collectors, parsers
 
     for pkg in (parsers, collectors):
-        for mod in pkgutil.iter_modules(pkg.__path__):
-            importlib.import_module(f"{pkg.__name__}.{mod.name}")
+        # os.listdir, not pkgutil: pkgutil's import alone costs more than the listing
+        names = set()
+        for d in pkg.__path__:
+            for fn in os.listdir(d):
+                if fn.endswith(".py") and not fn.startswith("_"):
+                    names.add(fn[:-3])
+        for name in sorted(names):
+            importlib.import_module(f"{pkg.__name__}.{name}")
     _loaded = True

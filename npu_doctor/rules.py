@@ -36,6 +36,7 @@ Nothing is evaluated as code. A bad file raises ConfigError naming file, rule an
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Tuple
@@ -249,15 +250,31 @@ def _parse_rule(raw: Any, path: str, n: int) -> Rule:
     return rule
 
 
-def load_rule_file(path: str) -> Tuple[List[Rule], Dict[str, List[Dict[str, Any]]]]:
-    """Rules and matrices of one file. Raises ConfigError (file, rule, what is wrong)."""
+_TOML_CACHE: Dict[str, Tuple[Tuple[int, int], Dict[str, Any]]] = {}
+
+
+def read_toml(path: str) -> Dict[str, Any]:
+    """Parsed TOML of a data file, parsed once per (mtime, size) in this process: the rules,
+    and the matrices that derivers look up, share one parse. Raises ConfigError."""
     try:
+        st = os.stat(path)
+        key = (st.st_mtime_ns, st.st_size)
+        hit = _TOML_CACHE.get(path)
+        if hit is not None and hit[0] == key:
+            return hit[1]
         with open(path, "rb") as f:
             data = tomllib.load(f)
     except OSError as e:
         raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML ({e})") from None
+    _TOML_CACHE[path] = (key, data)
+    return data
+
+
+def load_rule_file(path: str) -> Tuple[List[Rule], Dict[str, List[Dict[str, Any]]]]:
+    """Rules and matrices of one file. Raises ConfigError (file, rule, what is wrong)."""
+    data = read_toml(path)
     unknown = set(data) - {"rule", "matrix"}
     if unknown:
         raise ConfigError(f"{path}: unknown table {sorted(unknown)[0]!r} (expected [[rule]] or [[matrix]])")
