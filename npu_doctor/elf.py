@@ -175,8 +175,106 @@ _LOCK = threading.Lock()
 
 
 def clear_cache() -> None:
+    """Forget what was parsed in this process (the cache file is left alone)."""
     with _LOCK:
         _CACHE.clear()
+        _DISK.clear()
+        _NEW_KEYS.clear()
+        _DISK_STATE["loaded"] = True  # and do not read it back in this process
+
+
+# -- cache across runs ---------------------------------------------------------------------
+# Parsing is most of the preflight's cost and SDK libraries rarely change, so what was read is
+# kept in the user's cache directory, keyed like the in-process cache (device, inode, mtime,
+# size): a changed or replaced file is parsed again. NPU_DOCTOR_NO_CACHE=1 turns it off.
+_DISK: Dict[str, Dict[str, Any]] = {}
+_DISK_STATE = {"loaded": False, "dirty": False}
+_DISK_VERSION = 1
+
+
+def cache_file() -> Optional[str]:
+    """Path of the ELF cache (JSON), or None when caching across runs is off."""
+    if os.environ.get("NPU_DOCTOR_NO_CACHE"):
+        return None
+    base = os.environ.get("NPU_DOCTOR_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "npu-doctor")
+    return os.path.join(base, "elf-cache.json")
+
+
+def _key_text(key: Tuple[Any, ...]) -> str:
+    return ":".join(str(k) for k in key)
+
+
+def _load_disk() -> None:
+    with _LOCK:
+        if _DISK_STATE["loaded"]:
+            return
+        _DISK_STATE["loaded"] = True
+        path = cache_file()
+        if not path:
+            return
+        try:
+            import json
+
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+            if data.get("version") == _DISK_VERSION and isinstance(data.get("files"), dict):
+                _DISK.update(data["files"])
+        except (OSError, ValueError, AttributeError):
+            pass  # no cache yet, or a broken one: parse afresh and write a new one
+
+
+def _from_disk(key: Tuple[Any, ...], path: str) -> Optional[ElfInfo]:
+    _load_disk()
+    d = _DISK.get(_key_text(key))
+    if not isinstance(d, dict):
+        return None
+    try:
+        d = dict(d)
+        d["version_needs"] = {k: [VersionNeed(**n) for n in v] for k, v in d.get("version_needs", {}).items()}
+        info = ElfInfo(**d)
+    except (TypeError, AttributeError):
+        return None
+    info.path = path
+    with _LOCK:
+        _CACHE[key] = info
+    return info
+
+
+def save_cache() -> None:
+    """Write what this process parsed to the cache file (atomically). Never raises."""
+    path = cache_file()
+    if not path:
+        return
+    with _LOCK:
+        if not _NEW_KEYS:
+            return
+        for key in _NEW_KEYS:
+            info = _CACHE.get(key)
+            if info is not None:
+                _DISK[_key_text(key)] = dataclasses.asdict(info)
+        _NEW_KEYS.clear()
+        if len(_DISK) > _CACHE_MAX:
+            for k in list(_DISK)[: len(_DISK) - _CACHE_MAX]:
+                del _DISK[k]
+        files = dict(_DISK)
+    try:
+        import json
+        import tempfile
+
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".elf-cache-", dir=os.path.dirname(path))
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"version": _DISK_VERSION, "files": files}, f)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)  # type: ignore[possibly-undefined]
+        except (OSError, NameError):
+            pass
+
+
+_NEW_KEYS: List[Tuple[Any, ...]] = []
 
 
 def is_elf(host: Host, path: str) -> bool:
@@ -203,6 +301,8 @@ def read_elf(host: Host, path: str) -> ElfInfo:
             key = None  # an in-memory file: no identity to cache by
         if key is not None:
             hit = _CACHE.get(key)
+            if hit is None:
+                hit = _from_disk(key, path)
             if hit is not None:
                 with _LOCK:
                     STATS["cache_hits"] += 1
@@ -213,6 +313,7 @@ def read_elf(host: Host, path: str) -> ElfInfo:
                 if len(_CACHE) >= _CACHE_MAX:
                     _CACHE.clear()
                 _CACHE[key] = info
+                _NEW_KEYS.append(key)
         return info
     finally:
         f.close()

@@ -472,3 +472,26 @@ def test_newer_glibc_than_the_system_one_against_the_real_libc(tmp_path):
     assert libc.soname == "libc.so.6" and bad[0]["provided_max"] == newest_of_family(libc.version_defs, "GLIBC_0")
     real = dlopen(lib)
     assert real.returncode != 0 and "version `GLIBC_9.9.9' not found" in real.stderr
+
+
+@needs_gcc
+def test_parse_results_are_kept_across_runs_and_dropped_when_the_file_changes(built, tmp_path):
+    lib = tmp_path / "libkeep.so"
+    shutil.copy(built["cons"], lib)
+    env = dict(os.environ, NPU_DOCTOR_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("NPU_DOCTOR_NO_CACHE", None)
+    code = ("import sys; from npu_doctor import elf; from npu_doctor.host import LiveHost\n"
+            "info = elf.read_elf(LiveHost(), sys.argv[1]); elf.save_cache()\n"
+            "print(elf.STATS['parsed'], info.soname, ','.join(info.needed))")
+    run = lambda: subprocess.run([sys.executable, "-c", code, str(lib)], env=env, capture_output=True,
+                                 text=True, check=True).stdout.split()
+    first = run()
+    assert first[0] == "1" and (tmp_path / "cache" / "elf-cache.json").is_file()
+    second = run()
+    assert second == ["0"] + first[1:]           # answered from the cache, same facts
+    time.sleep(0.01)
+    shutil.copy(built["prov"], lib)              # new content: parsed again
+    third = run()
+    assert third[0] == "1" and third[1] != first[1]
+    (tmp_path / "cache" / "elf-cache.json").write_text("{broken")
+    assert run()[0] == "1"                       # a broken cache is ignored, not fatal

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import csv
 import fnmatch
+import os
 import posixpath
 import re
+import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -85,30 +87,48 @@ def expand_glob(host: Host, pattern: str) -> List[str]:
 
 
 def _python_libraries(patterns: List[str]) -> List[Tuple[str, str]]:
-    """(sdk, path) of shared objects in installed distributions whose name matches."""
-    try:
-        from importlib import metadata
-    except ImportError:  # pragma: no cover (3.8 has it)
-        return []
+    """(sdk, path) of shared objects in installed distributions whose name matches.
+
+    Distributions are the `*.dist-info` folders on sys.path (PEP 376/627), read directly:
+    importing importlib.metadata and parsing every METADATA costs more than the whole scan.
+    """
     pats = [_norm(p) for p in patterns]
     out: List[Tuple[str, str]] = []
     seen = set()
-    for dist in metadata.distributions():
+    for entry in sys.path:
         try:
-            name = dist.metadata["Name"] or ""
-        except Exception:
+            names = os.listdir(entry or ".")
+        except OSError:
             continue
-        n = _norm(name)
-        if not n or n in seen or not any(fnmatch.fnmatchcase(n, p) for p in pats):
-            continue
-        seen.add(n)
-        sdk = n.replace("-", "_")
-        for rel in _so_files_of(dist):
-            try:
-                out.append((sdk, str(dist.locate_file(rel))))
-            except Exception:
+        for fn in sorted(names):
+            if not fn.endswith(".dist-info"):
                 continue
+            # <name>-<version>.dist-info; the name has no "-" (PEP 427 escapes it to "_")
+            n = _norm(fn[: -len(".dist-info")].split("-")[0])
+            if not n or n in seen or not any(fnmatch.fnmatchcase(n, p) for p in pats):
+                continue
+            seen.add(n)
+            sdk = n.replace("-", "_")
+            dist = _DistInfo(os.path.join(entry or ".", fn))
+            for rel in _so_files_of(dist):
+                out.append((sdk, os.path.normpath(os.path.join(dist.site, rel))))
     return out
+
+
+class _DistInfo:
+    """The little of importlib.metadata.Distribution that _so_files_of needs."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.site = os.path.dirname(path)
+        self.files = None
+
+    def read_text(self, name: str) -> Optional[str]:
+        try:
+            with open(os.path.join(self.path, name), encoding="utf-8") as f:
+                return f.read()
+        except OSError:
+            return None
 
 
 def _so_files_of(dist: Any) -> List[str]:
@@ -310,6 +330,8 @@ def collect_libraries(ctx: ProbeContext) -> None:
                 rec["dependency_of"] = path
                 rec["loaded_by"] = f", loaded by {path},"
                 dep_records[node.path] = rec
+    if ctx.host.source == "live":
+        elfmod.save_cache()
     if not records:
         raise NoData("no ELF shared objects among the SDK files found")
     all_recs = records + list(dep_records.values())
