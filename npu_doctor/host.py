@@ -438,7 +438,10 @@ class SnapshotHost(Host):
                     if m.isdev():
                         continue
                     members.append(m)
-                tf.extractall(self._tmp.name, members=members)  # noqa: S202 (checked above)
+                # members were checked above; the "tar" filter (where Python has it) also drops
+                # setuid bits. Not "data": a snapshot's sysfs links may be absolute.
+                kwargs = {"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}
+                tf.extractall(self._tmp.name, members=members, **kwargs)  # noqa: S202
         except (tarfile.TarError, OSError, EOFError) as e:
             raise SnapshotError(f"snapshot {path}: cannot read archive ({e})") from None
         root = self._tmp.name

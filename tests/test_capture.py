@@ -135,7 +135,7 @@ def build_board(tmp_path: Path) -> Path:
 
 def extract(archive: Path, dest: Path) -> Path:
     with tarfile.open(archive) as tf:
-        tf.extractall(dest)
+        tf.extractall(dest, **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))
     return dest
 
 
