@@ -171,7 +171,8 @@ def test_garbage_temp_keeps_the_zone_without_a_temperature(tmp_path):
     soc = zones_by_type(res)["soc-thermal"]
     assert "temp_c" not in soc and "not a millidegree" in soc["read_error"]
     assert soc["passive_trip_c"] == 75.0  # trips still read
-    assert findings(snap) == []
+    # no throttling from a reading that is not one; the zone is reported as unreadable
+    assert [(f.id, f.subject) for f in findings(snap)] == [("sensor-unavailable", "soc-thermal (thermal_zone0)")]
 
 
 def test_unreadable_temp_is_a_read_error(tmp_path):
@@ -187,6 +188,13 @@ def test_unreadable_temp_is_a_read_error(tmp_path):
     assert zones["soc-thermal"]["read_error"] == "is a directory"
     assert "temp_c" not in zones["soc-thermal"]
     assert zones["npu-thermal"]["temp_c"] == 87.5
+    # the zone that was throttling is now unknown, not OK: sensor-unavailable, no throttling
+    report = check_json(snap)
+    unavailable = [f for f in report["findings"] if f["id"] == "sensor-unavailable"]
+    assert [f["subject"] for f in unavailable] == ["soc-thermal (thermal_zone0)"]
+    assert "is a directory" in unavailable[0]["message"]
+    assert not [f for f in report["findings"] if f["id"] == "thermal-throttling"
+                and "soc-thermal" in f["subject"]]
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads mode-000 files")
