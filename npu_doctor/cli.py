@@ -56,6 +56,7 @@ _HOST_OPTIONS = [
     click.option("--rules", "rule_dirs", multiple=True, metavar="DIR",
                  help="Extra rules files (*.toml) to load; repeatable."),
     click.option("--log", "logs", multiple=True, metavar="FILE",
+                 type=click.Path(exists=True, dir_okay=False, readable=True),
                  help="A runtime or compiler log to scan for CPU fallback and errors; repeatable."),
 ]
 
@@ -245,7 +246,8 @@ def lock(snapshot, probe_dirs, rule_dirs, logs, output):
     a difference is graded is data: npu_doctor/lockspec.toml.
 
     The same machine gives a byte-identical file (sorted keys, no timestamp); the file is
-    replaced atomically, so an interrupted lock leaves the previous one intact.
+    replaced atomically, so an interrupted lock leaves the previous one intact. A symlink
+    is followed and its target replaced; a device, fifo, socket or directory is refused.
 
     \b
     Examples:
@@ -253,13 +255,16 @@ def lock(snapshot, probe_dirs, rule_dirs, logs, output):
       npu-doctor lock -o /etc/npu-env.lock
       npu-doctor lock --snapshot board.tar.gz -o golden.lock
     """
-    from .lock import build_manifest, count_locked, dumps, load_spec, write_atomic
+    from .lock import (OutputPathError, build_manifest, count_locked, dumps, load_spec, plural,
+                       resolve_output, write_atomic)
 
     try:
+        if output != "-":
+            resolve_output(output, "lockfile")   # refuse /dev/full & co before any probing
         spec = load_spec()
         host, result = _facts_for_lock(snapshot, probe_dirs, rule_dirs, logs)
         manifest = build_manifest(result.facts, host, spec)
-    except (ConfigError, SnapshotError, HostError) as e:
+    except (ConfigError, SnapshotError, HostError, OutputPathError) as e:
         _fail(str(e))
     data = dumps(manifest)
     if output == "-":
@@ -268,10 +273,13 @@ def lock(snapshot, probe_dirs, rule_dirs, logs, output):
         return
     try:
         write_atomic(output, data)
+    except OutputPathError as e:
+        _fail(str(e))
     except OSError as e:
         _fail(f"{output}: cannot write lockfile ({e.strerror or e})")
-    click.echo(f"npu-doctor: locked {count_locked(manifest)} values "
-               f"({manifest['lock']['arch']}) in {output}", err=True)
+    arch = manifest["lock"].get("arch") or "architecture unknown, not recorded"
+    click.echo(f"npu-doctor: locked {plural(count_locked(manifest), 'value')} "
+               f"({arch}) in {output}", err=True)
 
 
 @main.command()
@@ -309,7 +317,7 @@ def verify(lockfile, snapshot, probe_dirs, rule_dirs, logs, ignore_paths, fmt, f
     import json
 
     from .lock import (LockfileError, build_manifest, check_arch, count_locked, diff,
-                       drift_findings, load_spec, parse_ignore, read_lockfile)
+                       drift_findings, load_spec, parse_ignore, plural, read_lockfile)
     from .rules import SEVERITY_RANK, load_rules
 
     try:
@@ -319,7 +327,8 @@ def verify(lockfile, snapshot, probe_dirs, rule_dirs, logs, ignore_paths, fmt, f
         spec = load_spec()
         host, result = _facts_for_lock(snapshot, probe_dirs, rule_dirs, logs)
         current = build_manifest(result.facts, host, spec)
-        check_arch(locked, current, lockfile)
+        arch_note = check_arch(locked, current, lockfile,
+                               f"snapshot {snapshot}" if snapshot else "this host")
         rule = load_rules(rule_dirs).get("lock-drift")
         rule_fixes = []
         if rule is not None:
@@ -336,13 +345,18 @@ def verify(lockfile, snapshot, probe_dirs, rule_dirs, logs, ignore_paths, fmt, f
         doc["lock"] = {"path": lockfile, "schema": hdr.get("schema"),
                        "tool_version": hdr.get("tool_version"), "arch": hdr.get("arch"),
                        "locked_values": count_locked(locked), "differences": len(findings),
-                       "ignored": list(ignore_paths)}
+                       "ignored": list(ignore_paths),
+                       "arch_compared": arch_note is None,
+                       "notes": [arch_note] if arch_note else []}
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n")
     else:
         where = f"snapshot {snapshot}" if snapshot else "this host"
         click.echo(f"npu-doctor verify: {where} against {lockfile} "
-                   f"(npu-doctor {hdr.get('tool_version')}, {hdr.get('arch')}, "
-                   f"{count_locked(locked)} locked values)")
+                   f"(npu-doctor {hdr.get('tool_version')}, "
+                   f"{hdr.get('arch') if hdr.get('arch') not in (None, 'unknown') else 'architecture unknown'}, "
+                   f"{plural(count_locked(locked), 'locked value')})")
+        if arch_note:
+            click.echo(f"  ? note    {arch_note}")
         marks = {"error": "x", "warning": "!", "info": "i"}
         for f in findings:
             click.echo(f"  {marks[f.severity]} {f.severity:<7} {f.message}")
@@ -350,7 +364,7 @@ def verify(lockfile, snapshot, probe_dirs, rule_dirs, logs, ignore_paths, fmt, f
             click.echo("  ok: no drift" + (f" (ignoring {', '.join(ignore_paths)})" if ignore_paths else ""))
         else:
             counts = {s: sum(1 for f in findings if f.severity == s) for s in ("error", "warning", "info")}
-            click.echo(f"{len(findings)} difference(s): " +
+            click.echo(f"{plural(len(findings), 'difference')}: " +
                        ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     sys.stdout.flush()
     if fail_on == "never":
@@ -362,7 +376,8 @@ def verify(lockfile, snapshot, probe_dirs, rule_dirs, logs, ignore_paths, fmt, f
 @main.command()
 @host_options
 @click.option("-o", "--output", "output", default="npu-doctor-capture.tar.gz", show_default=True,
-              metavar="PATH", help="Archive to write (.tar.gz/.tgz), or a new directory.")
+              metavar="PATH", help="Archive to write (.tar.gz/.tgz), or a directory: an "
+                                   "existing empty one, or a path ending in '/'.")
 @click.option("--no-redact", is_flag=True,
               help="Keep hostnames, serial numbers, MAC/IP addresses, user and home-directory "
                    "names and UUIDs (default: replace them with consistent placeholders).")
@@ -387,10 +402,13 @@ def capture(snapshot, probe_dirs, rule_dirs, logs, output, no_redact, max_mib, n
       npu-doctor capture -o board.tar.gz --log run.log   include a runtime log
       npu-doctor capture --snapshot case/ -o clean.tgz   redact an existing snapshot
     """
-    from .capture import run_capture
+    from .capture import output_kind, run_capture
     from .check import Config
+    from .lock import OutputPathError, plural
+    from .redact import KIND_NOUNS
 
     try:
+        output_kind(output)   # refuse out.zip, /dev/full & co before any probing
         config = Config.load(probe_dirs, rule_dirs)
         host = _open_host(snapshot, list(logs))
         show_progress = sys.stderr.isatty() or bool(os.environ.get("NPU_DOCTOR_PROGRESS"))
@@ -398,17 +416,19 @@ def capture(snapshot, probe_dirs, rule_dirs, logs, output, no_redact, max_mib, n
                            max_file_bytes=int(max_mib * 1024 * 1024),
                            self_check=not no_self_check,
                            progress=_progress_printer(show_progress))
-    except (ConfigError, SnapshotError, HostError) as e:
+    except (ConfigError, SnapshotError, HostError, OutputPathError) as e:
         _fail(str(e))
     except OSError as e:
         _fail(f"{output}: cannot write capture ({e.strerror or e})")
     r = run_.result
-    red = ", ".join(f"{n} {k}" for k, n in sorted(r.redactions.items())) or "nothing found"
-    click.echo(f"npu-doctor: captured {r.files} files, {r.links} links, {r.placeholders} "
-               f"listed-only entries, {r.commands} commands, {r.logs} logs into {r.path} "
+    red = ", ".join(plural(n, *KIND_NOUNS.get(k, (k, k + "s"))) for k, n in sorted(r.redactions.items())
+                    if n) or "nothing found"
+    click.echo(f"npu-doctor: captured {plural(r.files, 'file')}, {plural(r.links, 'link')}, "
+               f"{plural(r.placeholders, 'listed-only entry', 'listed-only entries')}, "
+               f"{plural(r.commands, 'command')}, {plural(r.logs, 'log')} into {r.path} "
                f"({'redacted: ' + red if not no_redact else 'not redacted'})", err=True)
     if r.left_out:
-        click.echo(f"npu-doctor: left out {len(r.left_out)} path(s):", err=True)
+        click.echo(f"npu-doctor: left out {plural(len(r.left_out), 'path')}:", err=True)
         for p, why in r.left_out[:50]:
             click.echo(f"  {p}: {why}", err=True)
         if len(r.left_out) > 50:
@@ -417,20 +437,35 @@ def capture(snapshot, probe_dirs, rule_dirs, logs, output, no_redact, max_mib, n
         diffs = run_.fact_diffs + run_.finding_diffs
         if not diffs:
             click.echo(f"npu-doctor: replay check: the capture gives the same facts and "
-                       f"{len(run_.live.findings)} findings as this run", err=True)
+                       f"{plural(len(run_.live.findings), 'finding')} as this run", err=True)
         else:
             click.echo(f"npu-doctor: replay check: the capture differs from this run in "
-                       f"{len(diffs)} place(s):", err=True)
+                       f"{plural(len(diffs), 'place')}:", err=True)
             for d in diffs[:20]:
                 click.echo(f"  {d[:200]}", err=True)
 
 
+EXIT_INTERRUPTED = 130
+
+
 def run() -> None:
-    """Entry point that turns any stray NpuDoctorError into one line and exit 2."""
+    """Entry point: usage errors and stray NpuDoctorErrors become one line and exit 2;
+    Ctrl-C is exit 130 (not 1, which means "findings")."""
     try:
-        main(standalone_mode=True)
+        rv = main(standalone_mode=False)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.UsageError as e:
+        cmd = e.ctx.command_path if e.ctx else "npu-doctor"
+        _fail(f"{e.format_message()} (see `{cmd} --help`)")
+    except click.ClickException as e:
+        _fail(e.format_message())
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("npu-doctor: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     except NpuDoctorError as e:
         _fail(str(e))
+    sys.exit(rv if isinstance(rv, int) else EXIT_OK)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -343,7 +343,7 @@ class LiveHost(Host):
         out = []
         for p in self.extra_logs:
             try:
-                out.append((p, self.read_text(p)))
+                out.append((p, decode_log(self.read_bytes(p))))
             except HostError:
                 raise
         return out
@@ -420,9 +420,14 @@ class SnapshotHost(Host):
         else:
             raise SnapshotError(f"snapshot {path}: neither a directory nor a .tar.gz archive")
         self.fs = os.path.join(self.root, "fs")
-        # Validate the command list once so a corrupt file is a clear error, not a probe error.
+        known = ("fs", "commands.toml", "logs", "stat.toml", "snapshot.toml", "case.toml")
+        if not any(os.path.exists(os.path.join(self.root, k)) for k in known):
+            raise SnapshotError(f"snapshot {path}: not a snapshot (no fs/, commands.toml or logs/ in it)")
+        # Validate the metadata once so a corrupt file is a clear error, not a probe error.
         self._commands_cache: Tuple[float, List[dict]] = (-1.0, [])
         self._commands()
+        self._denied()
+        self.environ()
         self._stat_cache: Tuple[float, Dict[str, StatInfo]] = (-1.0, {})
         self._stats()
 
@@ -443,7 +448,8 @@ class SnapshotHost(Host):
                 kwargs = {"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}
                 tf.extractall(self._tmp.name, members=members, **kwargs)  # noqa: S202
         except (tarfile.TarError, OSError, EOFError) as e:
-            raise SnapshotError(f"snapshot {path}: cannot read archive ({e})") from None
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise SnapshotError(f"snapshot {path}: cannot read archive ({first})") from None
         root = self._tmp.name
         entries = os.listdir(root)
         # Accept an archive with one top-level folder holding the snapshot.
@@ -505,6 +511,19 @@ class SnapshotHost(Host):
     def _local(self, path: str) -> str:
         return self._resolve(path)[0]
 
+    def _toml(self, name: str) -> Optional[Dict[str, Any]]:
+        """A snapshot metadata file (commands.toml, stat.toml, ...) parsed, None if absent.
+        Raises SnapshotError naming the file for anything that is not valid TOML."""
+        p = os.path.join(self.root, name)
+        if not os.path.exists(p):
+            return None
+        try:
+            with open(p, "rb") as f:
+                return tomllib.load(f)
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise SnapshotError(f"snapshot {self.path}: {name}: {msg}") from None
+
     def _denied(self) -> "set":
         """Paths the capturing user could not read (snapshot.toml `[snapshot] denied`, written
         by `npu-doctor capture`), cached by mtime. A missing or bad snapshot.toml: none."""
@@ -516,11 +535,11 @@ class SnapshotHost(Host):
         cache = getattr(self, "_denied_cache", (-1.0, set()))
         if cache[0] == mtime:
             return cache[1]
-        try:
-            with open(p, "rb") as f:
-                lst = tomllib.load(f).get("snapshot", {}).get("denied", [])
-        except (OSError, tomllib.TOMLDecodeError, AttributeError):
-            lst = []
+        data = self._toml("snapshot.toml") or {}
+        meta = data.get("snapshot", {})
+        if not isinstance(meta, dict):
+            raise SnapshotError(f"snapshot {self.path}: snapshot.toml: [snapshot] must be a table")
+        lst = meta.get("denied", [])
         out = {posixpath.normpath(str(x)) for x in lst if isinstance(x, str)} \
             if isinstance(lst, list) else set()
         self._denied_cache = (mtime, out)
@@ -604,9 +623,8 @@ class SnapshotHost(Host):
             return {}
         if mtime == self._stat_cache[0]:
             return self._stat_cache[1]
+        data = self._toml("stat.toml") or {}
         try:
-            with open(p, "rb") as f:
-                data = tomllib.load(f)
             out = {}
             for entry in data.get("path", []):
                 mode = entry.get("mode")
@@ -614,8 +632,8 @@ class SnapshotHost(Host):
                     type=entry.get("type", "file"),
                     mode=int(mode, 8) if isinstance(mode, str) else mode,
                     uid=entry.get("uid"), gid=entry.get("gid"), rdev=entry.get("rdev"))
-        except (OSError, ValueError, KeyError, TypeError, tomllib.TOMLDecodeError) as e:
-            raise SnapshotError(f"snapshot {self.path}: stat.toml: {e}") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise SnapshotError(f"snapshot {self.path}: stat.toml: bad [[path]] entry ({e})") from None
         self._stat_cache = (mtime, out)
         return out
 
@@ -644,16 +662,20 @@ class SnapshotHost(Host):
             return []
         if mtime == self._commands_cache[0]:
             return self._commands_cache[1]
-        try:
-            with open(p, "rb") as f:
-                data = tomllib.load(f)
-        except (OSError, tomllib.TOMLDecodeError) as e:
-            raise SnapshotError(f"snapshot {self.path}: commands.toml: {e}") from None
+        data = self._toml("commands.toml") or {}
         cmds = data.get("command", [])
+        where = f"snapshot {self.path}: commands.toml"
+        if not isinstance(cmds, list):
+            raise SnapshotError(f"{where}: `command` must be an array of tables ([[command]])")
         for n, c in enumerate(cmds):
             if not isinstance(c, dict) or not isinstance(c.get("argv"), list):
-                raise SnapshotError(
-                    f"snapshot {self.path}: commands.toml: command #{n + 1} has no argv list")
+                raise SnapshotError(f"{where}: command #{n + 1} has no argv list")
+            if not isinstance(c.get("returncode", 0), int) or isinstance(c.get("returncode"), bool):
+                raise SnapshotError(f"{where}: command #{n + 1} ({' '.join(map(str, c['argv']))}): "
+                                    "returncode must be an integer")
+            for key in ("stdout", "stderr"):
+                if not isinstance(c.get(key, ""), str):
+                    raise SnapshotError(f"{where}: command #{n + 1}: {key} must be a string")
         self._commands_cache = (mtime, cmds)
         return cmds
 
@@ -682,14 +704,11 @@ class SnapshotHost(Host):
         return None
 
     def environ(self) -> Dict[str, str]:
-        p = os.path.join(self.root, "environ.toml")
-        if not os.path.exists(p):
-            return {}
-        try:
-            with open(p, "rb") as f:
-                return {str(k): str(v) for k, v in tomllib.load(f).get("environ", {}).items()}
-        except (OSError, tomllib.TOMLDecodeError) as e:
-            raise SnapshotError(f"snapshot {self.path}: environ.toml: {e}") from None
+        data = self._toml("environ.toml") or {}
+        env = data.get("environ", {})
+        if not isinstance(env, dict):
+            raise SnapshotError(f"snapshot {self.path}: environ.toml: [environ] must be a table")
+        return {str(k): str(v) for k, v in env.items()}
 
     def identity(self) -> Identity:
         try:
@@ -722,14 +741,14 @@ class SnapshotHost(Host):
                     p = os.path.join(dirpath, name)
                     try:
                         with open(p, "rb") as f:
-                            text = f.read(READ_CAP_BYTES).decode("utf-8", "replace")
+                            text = decode_log(f.read(READ_CAP_BYTES))
                     except OSError:
                         continue
                     out.append(("logs/" + os.path.relpath(p, logdir), text))
         for p in self.extra_logs:
             try:
                 with open(p, "rb") as f:
-                    out.append((p, f.read(READ_CAP_BYTES).decode("utf-8", "replace")))
+                    out.append((p, decode_log(f.read(READ_CAP_BYTES))))
             except OSError as e:
                 raise HostError(p, e.strerror or str(e)) from None
         return sorted(out)
@@ -738,6 +757,27 @@ class SnapshotHost(Host):
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
+
+
+def decode_log(data: bytes) -> str:
+    """Text of a log file as users hand it over: UTF-8, UTF-16 (what PowerShell's `>` writes,
+    with or without a BOM) or gzip-compressed (rotated logs). At most READ_CAP_BYTES of text."""
+    if data[:2] == b"\x1f\x8b":
+        import gzip
+        import io
+        import zlib
+
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as gz:
+                data = gz.read(READ_CAP_BYTES)
+        except (OSError, EOFError, zlib.error):
+            pass  # a truncated archive: scan what we have as text, errors replaced
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return data.decode("utf-16", "replace")
+    head = data[:4096]
+    if len(head) >= 8 and head[1::2].count(0) > len(head) // 4 and head[0::2].count(0) < len(head) // 16:
+        return data.decode("utf-16-le", "replace")
+    return data.decode("utf-8-sig", "replace")
 
 
 def _is_tarfile(path: str) -> bool:

@@ -224,11 +224,14 @@ def _load_spec_file(path: str) -> List[ProbeSpec]:
             data = tomllib.load(f)
     except OSError as e:
         raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML ({e})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: not valid TOML ({str(e).splitlines()[0] if str(e) else e!r})") from None
     unknown_top = set(data) - {"probe", "signature"}
     if unknown_top:
         raise ConfigError(f"{path}: unknown table {sorted(unknown_top)[0]!r} (expected [[probe]])")
+    for table in ("probe", "signature"):
+        if not isinstance(data.get(table, []), list):
+            raise ConfigError(f"{path}: `{table}` must be an array of tables ([[{table}]])")
     _SIGNATURES_BY_FILE[path] = _load_signatures(data, path)
     specs = []
     for n, raw in enumerate(data.get("probe", [])):
@@ -254,6 +257,10 @@ def _load_spec_file(path: str) -> List[ProbeSpec]:
             timeout = float(raw.get("timeout_s", DEFAULT_TIMEOUT_S))
         except (TypeError, ValueError):
             raise ConfigError(f"{where}: timeout_s must be a number") from None
+        if not 0 < timeout <= 600:
+            raise ConfigError(f"{where}: timeout_s must be between 0 and 600 seconds")
+        if not isinstance(raw.get("args", {}), dict):
+            raise ConfigError(f"{where}: args must be a table ([probe.args])")
         specs.append(ProbeSpec(
             id=pid, area=raw.get("area", "system"), title=raw.get("title", pid),
             collector=raw.get("collector"), read=raw.get("read"), run=raw.get("run"),
@@ -276,14 +283,16 @@ def load_signatures(extra_dirs: Iterable[str] = ()) -> List[Signature]:
 
 
 def load_specs(extra_dirs: Iterable[str] = ()) -> List[ProbeSpec]:
-    """All probe specs: the shipped `probes/` then each --probes DIR. Raises ConfigError.
-
-    A later spec with the same id replaces the earlier one (a site can override a probe).
-    """
+    """All probe specs: the shipped `probes/` then each --probes DIR. Raises ConfigError,
+    also for an id defined twice (a site probe that silently replaced a shipped one would
+    hide what the shipped one checks)."""
     registry.load_all()
     by_id: Dict[str, ProbeSpec] = {}
     for path in data_files("probes", extra_dirs):
         for spec in _load_spec_file(path):
+            if spec.id in by_id:
+                raise ConfigError(f"{path}: probe {spec.id}: already defined in {by_id[spec.id].file} "
+                                  "(give your probe its own id)")
             by_id[spec.id] = spec
     return list(by_id.values())
 

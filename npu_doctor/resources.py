@@ -37,6 +37,7 @@ def data_files(kind: str, extra_dirs: Iterable[str] = ()) -> List[str]:
     out: List[str] = []
     for d in [shipped_dir(kind), *extra_dirs]:
         if not os.path.isdir(d):
-            raise ConfigError(f"--{kind} {d}: no such directory")
+            what = "not a directory" if os.path.exists(d) else "no such directory"
+            raise ConfigError(f"--{kind} {d}: {what}")
         out.extend(os.path.join(d, n) for n in sorted(os.listdir(d)) if n.endswith(".toml"))
     return out

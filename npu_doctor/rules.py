@@ -266,8 +266,8 @@ def read_toml(path: str) -> Dict[str, Any]:
             data = tomllib.load(f)
     except OSError as e:
         raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML ({e})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: not valid TOML ({str(e).splitlines()[0] if str(e) else e!r})") from None
     _TOML_CACHE[path] = (key, data)
     return data
 
@@ -278,6 +278,9 @@ def load_rule_file(path: str) -> Tuple[List[Rule], Dict[str, List[Dict[str, Any]
     unknown = set(data) - {"rule", "matrix"}
     if unknown:
         raise ConfigError(f"{path}: unknown table {sorted(unknown)[0]!r} (expected [[rule]] or [[matrix]])")
+    for table in ("rule", "matrix"):
+        if not isinstance(data.get(table, []), list):
+            raise ConfigError(f"{path}: `{table}` must be an array of tables ([[{table}]])")
     rules = [_parse_rule(r, path, n) for n, r in enumerate(data.get("rule", []))]
     matrices: Dict[str, List[Dict[str, Any]]] = {}
     _MATRIX_DESCRIPTIONS.update({m["id"]: str(m.get("description", "")) for m in data.get("matrix", [])

@@ -158,3 +158,80 @@ def test_every_matrix_row_has_a_source():
     for mid, rows in rs.matrices.items():
         for row in rows:
             assert row.get("source"), (mid, row)
+
+
+def _snap(tmp_path, name, **files):
+    d = tmp_path / name
+    d.mkdir()
+    for fn, content in files.items():
+        (d / fn.replace("_toml", ".toml")).write_bytes(content)
+    return d
+
+
+def test_corrupt_snapshot_metadata_is_one_line_exit_2(tmp_path):
+    cases = [
+        _snap(tmp_path, "binary", commands_toml=bytes(range(256)) * 2),
+        _snap(tmp_path, "scalar", commands_toml=b"command = 3\n"),
+        _snap(tmp_path, "rc", commands_toml=b'[[command]]\nargv = ["x"]\nreturncode = "zero"\n'),
+        _snap(tmp_path, "meta", snapshot_toml=bytes(range(128, 256))),
+        _snap(tmp_path, "stat", stat_toml=b"path = 5\n"),
+        _snap(tmp_path, "empty"),
+    ]
+    for snap in cases:
+        out = run_cli("check", "--snapshot", str(snap))
+        assert out.returncode == 2, (snap.name, out.stdout[-300:], out.stderr)
+        assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+        assert str(snap) in out.stderr
+
+
+def test_rules_and_probes_files_of_the_wrong_shape_are_exit_2(tmp_path):
+    for kind, text in (("rules", b"rule = 5\n"), ("rules", bytes(range(200, 256))),
+                       ("probes", b"probe = 5\n"),
+                       ("probes", b'[[probe]]\nid = "thermal"\ncollector = "os_release"\n'),
+                       ("probes", b'[[probe]]\nid = "mine"\ncollector = "os_release"\ntimeout_s = -1\n')):
+        d = tmp_path / f"{kind}-{abs(hash(text))}"
+        d.mkdir()
+        (d / "site.toml").write_bytes(text)
+        out = run_cli("check", f"--{kind}", str(d))
+        assert out.returncode == 2, (text, out.stderr)
+        assert "site.toml" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_log_option_must_name_a_readable_file(tmp_path):
+    for bad in (tmp_path / "missing.log", tmp_path):
+        out = run_cli("check", "--log", str(bad))
+        assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+        assert "--log" in out.stderr
+
+
+def test_interrupt_exits_130_without_a_traceback(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    snap = _snap(tmp_path, "hang", commands_toml=b'[[command]]\nargv = ["dmesg"]\ntimed_out = true\n')
+    proc = subprocess.Popen([sys.executable, "-m", "npu_doctor", "check", "--snapshot", str(snap)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 130
+    assert "interrupted" in err and "Traceback" not in err
+
+
+def test_utf16_and_gzip_logs_are_read(tmp_path):
+    import gzip
+
+    src = next((case_path("c3-14-ort-verbose-node-placements") / "logs").iterdir())
+    text = src.read_text()
+    u16 = tmp_path / "run-powershell.log"
+    u16.write_bytes(b"\xff\xfe" + text.encode("utf-16-le"))
+    gz = tmp_path / "run.log.1.gz"
+    gz.write_bytes(gzip.compress(text.encode()))
+    for log in (u16, gz):
+        out = run_cli("check", "--log", str(log), "--format", "json", "--fail-on", "never",
+                      "--select", "cpu-fallback-logged")
+        report = json.loads(out.stdout)
+        assert report["facts"]["fallback"]["count"] == 39, log.name
+        assert [f["id"] for f in report["findings"]] == ["cpu-fallback-logged"]

@@ -127,3 +127,16 @@ def test_live_missing_command_and_file():
         host.run(["definitely-not-a-command-xyz"])
     with pytest.raises(NotFound):
         host.read_text("/nonexistent/file")
+
+
+def test_signatures_look_only_at_the_start_of_a_very_long_line():
+    import re
+
+    from npu_doctor.collectors.logs import MAX_SCAN_LINE, match_signatures
+    from npu_doctor.probes import Signature
+
+    sig = Signature("needle", "runtime", re.compile(r"needle (?P<n>\d+)"), {})
+    near = "needle 1 " + "a" * 200000
+    far = "a" * (MAX_SCAN_LINE + 10) + " needle 2"
+    events = match_signatures(near + "\n" + far + "\n", "logs/x.log", [sig], "runtime")
+    assert [(e["n"], e["line_no"]) for e in events] == [("1", 1)]

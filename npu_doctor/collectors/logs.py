@@ -17,6 +17,8 @@ from ..registry import collector
 DMESG = ["dmesg"]
 JOURNAL_K = ["journalctl", "-k", "-b", "--no-pager", "-o", "short-monotonic"]
 MAX_LINE = 400
+#: Characters of one log line that signatures look at.
+MAX_SCAN_LINE = 4096
 MAX_EVENTS_PER_SIGNATURE = 50
 
 
@@ -49,6 +51,10 @@ def match_signatures(text: str, source: str, signatures: List[Signature],
     if not sigs:
         return events
     for n, line in enumerate(text.splitlines(), 1):
+        if len(line) > MAX_SCAN_LINE:
+            # a minified-JSON or base64 line: what a signature matches sits near the start,
+            # and a regex over 100 kB of one line holds the GIL for seconds
+            line = line[:MAX_SCAN_LINE]
         for sig in sigs:
             m = sig.regex.search(line)
             if not m:
