@@ -344,10 +344,20 @@ def test_full_pcie_link_is_not_degraded(tmp_path):
 def test_empty_host_reports_no_accelerator(tmp_path):
     (tmp_path / "fs/etc").mkdir(parents=True)
     (tmp_path / "fs/etc/os-release").write_text('ID=debian\nVERSION_ID="12"\n')
+    (tmp_path / "fs/sys/bus/pci/devices").mkdir(parents=True)  # a host with sysfs and no device
     report = check_json(tmp_path)
     assert report["facts"]["inventory"]["accelerator_count"] == 0
     f = finding(report, "no-accelerator-found")
     assert f["severity"] == "info"
+
+
+def test_snapshot_without_sysfs_does_not_claim_no_accelerator(tmp_path):
+    # a snapshot of logs and /etc only (a bug report) cannot say the host has no accelerator
+    (tmp_path / "fs/etc").mkdir(parents=True)
+    (tmp_path / "fs/etc/os-release").write_text('ID=debian\nVERSION_ID="12"\n')
+    report = check_json(tmp_path)
+    assert "accelerator_count" not in report["facts"].get("inventory", {})
+    assert "no-accelerator-found" not in {f["id"] for f in report["findings"]}
 
 
 def test_failed_vendor_tool_means_count_unknown(tmp_path):

@@ -575,7 +575,10 @@ def collect_accelerators(ctx: ProbeContext) -> None:
             # a platform/PCI device with no `driver` link and nothing a driver creates
             rec.setdefault("driver", {})["bound"] = False
             srcs["driver.bound"] = f"{rec['sysfs']}/driver"
-    ctx.facts.set("inventory.sysfs_scanned", True, "/sys")
+    if ctx.host.is_dir("/sys/bus") or ctx.host.is_dir("/sys/devices") or ctx.host.is_dir("/sys/class"):
+        # only a host (or snapshot) that has sysfs can say "none": a snapshot of logs alone
+        # leaves the count unknown
+        ctx.facts.set("inventory.sysfs_scanned", True, "/sys")
     disabled = scan_devicetree_disabled(inv)
     if disabled:
         ctx.facts.set("inventory.disabled_in_devicetree", disabled, "/proc/device-tree")
