@@ -26,24 +26,26 @@ def write_textfile(directory: str, tracker: "Tracker") -> str:
 
     reg = CollectorRegistry()
     facts = tracker.last_facts
+    zl = ["zone", "type"]  # zone is unique (thermal_zone3); two zones may share a type
     zone_temp = Gauge("npu_doctor_thermal_zone_temperature_celsius", "Thermal zone temperature",
-                      ["zone"], registry=reg)
+                      zl, registry=reg)
     zone_trip = Gauge("npu_doctor_thermal_zone_passive_trip_celsius", "Lowest passive trip point",
-                      ["zone"], registry=reg)
+                      zl, registry=reg)
     throttling = Gauge("npu_doctor_throttling", "1 while the zone is at or above its passive trip",
-                       ["zone"], registry=reg)
-    throttle_n = Gauge("npu_doctor_throttling_events", "Throttling episodes since start", ["zone"], registry=reg)
+                       zl, registry=reg)
+    throttle_n = Gauge("npu_doctor_throttling_events", "Throttling episodes since start", zl, registry=reg)
     throttle_s = Gauge("npu_doctor_throttling_seconds", "Seconds spent throttling (ended episodes)",
-                       ["zone"], registry=reg)
+                       zl, registry=reg)
     for z in facts.get("thermal.zones", []) or []:
-        name = z.get("type") or z.get("zone") or "thermal"
-        if isinstance(z.get("temp_c"), (int, float)):
-            zone_temp.labels(name).set(z["temp_c"])
+        key = z.get("zone") or z.get("type") or "thermal"
+        lab = (key, z.get("type") or key)
+        if isinstance(z.get("temp_c"), (int, float)) and not z.get("reading_invalid"):
+            zone_temp.labels(*lab).set(z["temp_c"])
         if isinstance(z.get("passive_trip_c"), (int, float)):
-            zone_trip.labels(name).set(z["passive_trip_c"])
-        throttling.labels(name).set(1 if name in tracker.throttling else 0)
-        throttle_n.labels(name).set(tracker.throttle_count.get(name, 0))
-        throttle_s.labels(name).set(tracker.throttle_seconds.get(name, 0.0))
+            zone_trip.labels(*lab).set(z["passive_trip_c"])
+        throttling.labels(*lab).set(1 if key in tracker.throttling else 0)
+        throttle_n.labels(*lab).set(tracker.throttle_count.get(key, 0))
+        throttle_s.labels(*lab).set(tracker.throttle_seconds.get(key, 0.0))
     labels = ["accelerator", "vendor"]
     a_temp = Gauge("npu_doctor_accelerator_temperature_celsius", "Accelerator temperature", labels, registry=reg)
     a_util = Gauge("npu_doctor_accelerator_utilization_percent", "Accelerator utilisation", labels, registry=reg)

@@ -76,6 +76,12 @@ def _accel_label(a: Dict[str, Any]) -> str:
     return f"{name} {where}".strip() if where and where != name else name
 
 
+def _c(v: float) -> str:
+    """A temperature with one decimal, or two when the sensor gives them (86.25)."""
+    two = f"{v:.2f}"
+    return two[:-1] if two.endswith("0") else two
+
+
 def _fmt_s(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.1f} s"
@@ -86,7 +92,8 @@ class Tracker:
     """Turns successive fact samples into events; holds the state and the counters."""
 
     def __init__(self) -> None:
-        self.throttling: Dict[str, float] = {}          # zone -> start time
+        self.throttling: Dict[str, float] = {}          # zone (thermal_zoneN) -> start time
+        self.zone_names: Dict[str, str] = {}            # zone -> type, for the status line
         self.throttle_count: Dict[str, int] = {}
         self.throttle_seconds: Dict[str, float] = {}
         self.runtime: Dict[str, str] = {}               # accel key -> runtime_status
@@ -113,30 +120,40 @@ class Tracker:
         return events
 
     def _thermal(self, facts: Facts, now: float) -> List[Event]:
+        """throttling-start when a zone reaches a passive trip; -end when it falls below the
+        lowest passive trip minus that trip's hysteresis. Zones are keyed by their sysfs name
+        (two zones may share a type, e.g. two acpitz); the subject is the type."""
         out = []
         for z in facts.get("thermal.zones", []) or []:
-            temp, trip = z.get("temp_c"), z.get("passive_trip_c")
-            name = z.get("type") or z.get("zone") or "thermal"
-            if not isinstance(temp, (int, float)) or not isinstance(trip, (int, float)):
+            temp, first = z.get("temp_c"), z.get("passive_trip_c")
+            key = z.get("zone") or z.get("type") or "thermal"
+            name = z.get("type") or key
+            if z.get("reading_invalid") or not isinstance(temp, (int, float)) \
+                    or not isinstance(first, (int, float)):
                 continue
+            passive = [t for t in z.get("trips", []) or []
+                       if t.get("type") == "passive" and isinstance(t.get("temp_c"), (int, float))]
+            crossed = max((t["temp_c"] for t in passive if temp >= t["temp_c"]), default=first)
             hyst = DEFAULT_HYST_C
-            for t in z.get("trips", []) or []:
-                if t.get("type") == "passive" and t.get("temp_c") == trip and isinstance(t.get("hyst_c"), (int, float)):
+            for t in passive:
+                if t.get("temp_c") == first and isinstance(t.get("hyst_c"), (int, float)):
                     hyst = max(float(t["hyst_c"]), 0.5)
-            if name not in self.throttling and temp >= trip:
-                self.throttling[name] = now
-                self.throttle_count[name] = self.throttle_count.get(name, 0) + 1
+            if key not in self.throttling and temp >= first:
+                self.throttling[key] = now
+                self.zone_names[key] = name
+                self.throttle_count[key] = self.throttle_count.get(key, 0) + 1
                 out.append(Event("throttling-start", name, "warning",
-                                 f"{temp:.1f} °C >= passive trip {trip:.1f} °C",
-                                 fields={"temp_c": temp, "trip_c": trip}))
-            elif name in self.throttling and temp < trip - hyst:
-                started = self.throttling.pop(name)
+                                 f"{_c(temp)} °C >= passive trip {_c(crossed)} °C",
+                                 fields={"zone": key, "temp_c": temp, "trip_c": crossed}))
+            elif key in self.throttling and temp < first - hyst:
+                started = self.throttling.pop(key)
                 dur = now - started
-                self.throttle_seconds[name] = self.throttle_seconds.get(name, 0.0) + dur
+                self.throttle_seconds[key] = self.throttle_seconds.get(key, 0.0) + dur
                 out.append(Event("throttling-end", name, "info",
-                                 f"{temp:.1f} °C < passive trip {trip:.1f} °C - {hyst:g} °C hysteresis "
+                                 f"{_c(temp)} °C < passive trip {_c(first)} °C - {hyst:g} °C hysteresis "
                                  f"after {_fmt_s(dur)} of throttling",
-                                 fields={"temp_c": temp, "trip_c": trip, "duration_s": round(dur, 3)}))
+                                 fields={"zone": key, "temp_c": temp, "trip_c": first,
+                                         "duration_s": round(dur, 3)}))
         return out
 
     def _presence(self, facts: Facts) -> List[Event]:
@@ -243,7 +260,8 @@ class Tracker:
     def status_line(self) -> str:
         accels = len(self.present or {})
         parts = [f"{accels} accelerator{'s' if accels != 1 else ''}"]
-        parts.append("throttling: " + (", ".join(sorted(self.throttling)) or "none"))
+        parts.append("throttling: " + (", ".join(sorted(self.zone_names.get(k, k) for k in self.throttling))
+                                       or "none"))
         susp = sum(1 for s in self.runtime.values() if s == "suspended")
         if susp:
             parts.append(f"{susp} suspended")

@@ -127,7 +127,7 @@ def test_watch_lifecycle_under_systemd_notify(board, tmp_path):
         write(soc, "90000\n")  # above the 75 °C and 85 °C passive trips
         start = d.wait_event("throttling-start")
         assert start["subject"] == "soc-thermal" and start["severity"] == "warning"
-        assert "90.0 °C >= passive trip 75.0 °C" in start["message"]
+        assert start["message"] == "90.0 °C >= passive trip 85.0 °C"  # the highest trip crossed
         more = d.drain_events(1.0)
         assert not [e for e in more if e["event"] == "throttling-start"], more
 
@@ -197,7 +197,7 @@ def test_no_notify_socket_is_fine_and_journal_lines_have_priority(board):
             proc.kill()
     assert proc.returncode == 0
     lines = [l for l in out.splitlines() if "throttling-start" in l]
-    assert lines == ["<4>throttling-start soc-thermal: 90.0 °C >= passive trip 75.0 °C"]
+    assert lines == ["<4>throttling-start soc-thermal: 90.0 °C >= passive trip 85.0 °C"]
 
 
 def test_textfile_metrics_are_written(board, tmp_path):
@@ -212,11 +212,41 @@ def test_textfile_metrics_are_written(board, tmp_path):
         # the file is rewritten after every sample; the one after the event shows it
         end = time.monotonic() + 3.0
         text = ""
-        while time.monotonic() < end and 'npu_doctor_throttling{zone="soc-thermal"} 1.0' not in text:
+        want = 'npu_doctor_throttling{type="soc-thermal",zone="thermal_zone0"} 1.0'
+        while time.monotonic() < end and want not in text:
             text = (out_dir / "npu_doctor.prom").read_text()
             time.sleep(0.05)
-        assert 'npu_doctor_throttling{zone="soc-thermal"} 1.0' in text
-        assert 'npu_doctor_thermal_zone_temperature_celsius{zone="soc-thermal"} 90.0' in text
+        assert want in text
+        assert 'npu_doctor_thermal_zone_temperature_celsius{type="soc-thermal",zone="thermal_zone0"} 90.0' in text
         assert not list(out_dir.glob("*.tmp*")) or all(p.name == "npu_doctor.prom" for p in out_dir.iterdir())
     finally:
         d.close()
+
+
+def test_zones_sharing_a_type_are_tracked_and_exported_apart(tmp_path):
+    pytest.importorskip("prometheus_client")
+    from npu_doctor.facts import Facts
+    from npu_doctor.metrics import write_textfile
+    from npu_doctor.watch import Tracker
+
+    def sample(t0, t1):
+        f = Facts()
+        f.set("thermal.zones", [
+            {"zone": "thermal_zone0", "type": "acpitz", "temp_c": t0, "passive_trip_c": 80.0,
+             "trips": [{"type": "passive", "temp_c": 80.0, "hyst_c": 2.0}]},
+            {"zone": "thermal_zone1", "type": "acpitz", "temp_c": t1, "passive_trip_c": 80.0,
+             "trips": [{"type": "passive", "temp_c": 80.0, "hyst_c": 2.0}]}])
+        return f
+
+    tr = Tracker()
+    assert tr.sample(sample(50, 50), [], 0.0) == []
+    ev = tr.sample(sample(85, 50), [], 1.0)
+    assert [(e.event, e.fields["zone"]) for e in ev] == [("throttling-start", "thermal_zone0")]
+    ev = tr.sample(sample(85, 90), [], 2.0)   # the second acpitz zone is its own episode
+    assert [(e.event, e.fields["zone"]) for e in ev] == [("throttling-start", "thermal_zone1")]
+    path = write_textfile(str(tmp_path), tr)
+    text = open(path).read()
+    for zone, temp in (("thermal_zone0", "85.0"), ("thermal_zone1", "90.0")):
+        line = [l for l in text.splitlines()
+                if l.startswith("npu_doctor_thermal_zone_temperature_celsius") and zone in l]
+        assert len(line) == 1 and line[0].endswith(temp)
