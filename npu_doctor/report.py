@@ -106,10 +106,11 @@ def _summary(area: str, facts: Dict[str, Any]) -> str:
         parts = [f"{k} {v.get('version', '?')}" for k, v in sorted(sdks.items()) if isinstance(v, dict)]
         if libs:
             parts.append(f"{len(libs)} SDK libraries checked")
-        return ", ".join(parts) if parts else "no accelerator SDK found"
+        return ", ".join(parts) if parts else "no SDK version found"
     if area == "Thermal":
         zones = g("thermal", {}).get("zones", [])
-        temps = [z for z in zones if isinstance(z.get("temp_c"), (int, float))]
+        temps = [z for z in zones if isinstance(z.get("temp_c"), (int, float))
+                 and not z.get("reading_invalid")]
         if not zones:
             return "no thermal zones exposed"
         if temps:

@@ -57,6 +57,8 @@ FIX_KEYS = {"kind", "text", "sysfs_write", "when", "url"}
 _CMP = {"eq", "ne", "lt", "le", "gt", "ge", "in", "not_in", "contains", "matches",
         "version_lt", "version_le", "version_gt", "version_ge", "version_eq", "version_ne"}
 OPERATORS = _CMP | {f"{o}_fact" for o in _CMP} | {"exists", "version_prefix"}
+#: Rules that compare versions against the matrices.
+VERSION_RULE_RE = re.compile(r"mismatch|incompatible|not-in-matrix")
 _ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _TEMPLATE_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.\[\]\-]*)\}")
 
@@ -118,7 +120,10 @@ class RuleSet:
     matrix_info: Dict[str, Tuple[str, str]] = field(default_factory=dict)
 
     def matrices_for(self, rule: "Rule") -> List[str]:
-        """Ids of the matrices kept beside the rule and its extensions (same files)."""
+        """Ids of the version matrices behind a version rule: those kept in the files that
+        define or extend it. Other rules (thermal, sensors) use no matrix."""
+        if not VERSION_RULE_RE.search(rule.id):
+            return []
         files = {rule.file} | {m.file for m in rule.matches}
         return [mid for mid, (f, _d) in self.matrix_info.items() if f in files]
 
