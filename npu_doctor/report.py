@@ -194,6 +194,16 @@ def render_text(result: CheckResult, verbose: bool = False, color: bool = False,
         lines.append("Probes that failed:")
         for p in errors:
             lines.append(f"    {p.id}: {p.error}")
+    libs = facts.get("libraries") or []
+    if verbose and libs:
+        lines.append("")
+        lines.append("Libraries (resolved as ld.so would, `ld.so --list` style):")
+        for lib in libs:
+            lines.append(f"    {lib.get('path')}" + (f" [{lib['sdk']}]" if lib.get("sdk") else ""))
+            for entry in lib.get("resolved") or []:
+                lines.append(f"        {entry}")
+            for name in lib.get("missing") or []:
+                lines.append(style(f"        {name} => not found", fg="red"))
     if verbose:
         lines.append("")
         lines.append("Facts:")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from conftest import case_path, run_cli
 
 
@@ -235,3 +237,26 @@ def test_utf16_and_gzip_logs_are_read(tmp_path):
         report = json.loads(out.stdout)
         assert report["facts"]["fallback"]["count"] == 39, log.name
         assert [f["id"] for f in report["findings"]] == ["cpu-fallback-logged"]
+
+
+def test_verbose_lists_libraries_like_ld_so(tmp_path):
+    import shutil
+    import subprocess
+
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("gcc not installed")
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / "dep.c").write_text("int dep(void) { return 1; }\n")
+    (build / "rt.c").write_text("int dep(void); int rknn_init(void) { return dep(); }\n")
+    subprocess.run([gcc, "-shared", "-fPIC", "-o", str(build / "libnpudep.so"), str(build / "dep.c")], check=True)
+    lib = tmp_path / "snap/fs/usr/lib/librknnrt.so"
+    lib.parent.mkdir(parents=True)
+    subprocess.run([gcc, "-shared", "-fPIC", "-o", str(lib), str(build / "rt.c"), "-L", str(build),
+                    "-lnpudep"], check=True)
+    out = run_cli("check", "--snapshot", str(tmp_path / "snap"), "-v", "--fail-on", "never")
+    assert out.returncode == 0, out.stderr
+    section = out.stdout.split("ld.so --list", 1)[1]
+    assert "/usr/lib/librknnrt.so" in section
+    assert "libnpudep.so => not found" in section
