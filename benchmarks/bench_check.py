@@ -63,14 +63,20 @@ def main() -> int:
     py = sys.executable
     tool = [py, "-m", "npu_doctor"]
     env = dict(os.environ, NO_COLOR="1")
+    # compare like with like: installed packages run from bytecode, so ours does too
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    import npu_doctor
+
+    subprocess.run([py, "-m", "compileall", "-q", os.path.dirname(npu_doctor.__file__)],
+                   stdout=subprocess.DEVNULL, env=env)
     rows = {}
-    rows["floor"] = timed([py, "-c", "import click, psutil, packaging"], args.runs)
+    rows["floor"] = timed([py, "-c", "import click, psutil, packaging"], args.runs, env)
     try:
         import torch  # noqa: F401
         have_torch = True
     except ImportError:
         have_torch = False
-    rows["collect_env"] = (timed([py, "-m", "torch.utils.collect_env"], max(1, args.runs // 2))
+    rows["collect_env"] = (timed([py, "-m", "torch.utils.collect_env"], max(1, args.runs // 2), env)
                            if have_torch else (None, ["torch not installed: pip install torch==2.13.0"]))
     rows["check live"] = timed(tool + ["check", "--format", "json", "--fail-on", "never"], args.runs, env)
     rows["check snap"] = timed(tool + ["check", "--snapshot", args.case, "--format", "json",
