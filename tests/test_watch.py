@@ -250,3 +250,32 @@ def test_zones_sharing_a_type_are_tracked_and_exported_apart(tmp_path):
         line = [l for l in text.splitlines()
                 if l.startswith("npu_doctor_thermal_zone_temperature_celsius") and zone in l]
         assert len(line) == 1 and line[0].endswith(temp)
+
+
+def test_findings_raised_and_cleared_at_the_check_interval(board):
+    d = Daemon(board, "--interval", "0.3", "--check-interval", "1")
+    try:
+        d.wait_note("READY=1")
+        control = board / "fs/sys/devices/platform/fdab0000.npu/power/control"
+        write(board / "fs/sys/devices/platform/fdab0000.npu/power/autosuspend_delay_ms", "2000\n")
+        write(control, "auto\n")
+        raised = d.wait_event("finding-raised", 10)
+        assert raised["rule"] == "runtime-autosuspend" and raised["severity"] == "warning"
+        write(control, "on\n")
+        cleared = d.wait_event("finding-cleared", 10)
+        assert cleared["rule"] == "runtime-autosuspend"
+    finally:
+        d.close()
+
+
+def test_fix_shows_the_sysfs_write_and_refuses_to_apply_to_a_snapshot():
+    from conftest import run_cli
+
+    snap = case_path("k01-rk3588-npu-autosuspend")
+    shown = run_cli("fix", "--snapshot", str(snap))
+    assert shown.returncode == 0
+    assert "/sys/devices/platform/fdab0000.npu/power/control: auto -> on" in shown.stdout
+    refused = run_cli("fix", "--snapshot", str(snap), "--apply")
+    assert refused.returncode == 2 and "snapshot" in refused.stderr
+    healthy = run_cli("fix", "--snapshot", str(case_path("k05-rk3588-healthy")))
+    assert healthy.returncode == 0 and "Nothing to write" in healthy.stdout
