@@ -9,7 +9,8 @@ Lockfile layout (TOML, written with tomli-w, schema `npu-doctor/lock/v1`)::
     [lock]
     schema = "npu-doctor/lock/v1"
     tool_version = "0.1.0"
-    arch = "aarch64"                      # `arch` fact, or this machine's on a live host
+    arch = "aarch64"                      # `arch` fact, or this machine's on a live host;
+                                          # absent when unknown (verify then says so)
     digest = "sha256:..."                 # over everything else: detects truncation/corruption
     [os]                                  # every locked fact at its own path ...
     id = "debian"
@@ -27,7 +28,9 @@ Lockfile layout (TOML, written with tomli-w, schema `npu-doctor/lock/v1`)::
 Same facts in, same bytes out: keys are sorted, nothing depends on time or run order, and
 there is no timestamp (a lock of an unchanged machine is byte-identical). The file is
 written atomically (temp file in the same directory, fsync, rename), so a lock killed
-mid-write leaves the previous file intact.
+mid-write leaves the previous file intact. An output path that is a symlink is followed and
+its final target replaced (the link stays); one that exists and is not a regular file
+(device, fifo, socket, directory) is refused with an `OutputPathError` (exit 2).
 
 `verify` builds the same manifest for the host (or snapshot) now and reports each difference
 as a `lock-drift` finding (rule in rules/lock.toml) with the locked and the current value and
@@ -44,6 +47,7 @@ import json
 import os
 import posixpath
 import re
+import stat
 import sys
 import tempfile
 import time
@@ -71,6 +75,43 @@ LockPath = Tuple[str, ...]
 class LockfileError(NpuDoctorError):
     """The lockfile cannot be used: unreadable, not TOML, truncated, unknown schema, other
     architecture. The message is one line; the CLI exits 2."""
+
+
+class OutputPathError(NpuDoctorError):
+    """An output path that must not be written: it exists and is not a regular file (a
+    device such as /dev/full, a fifo, a socket, a directory) or is a symlink loop. One line;
+    the CLI exits 2."""
+
+
+def plural(n: int, noun: str, many: Optional[str] = None) -> str:
+    """`1 finding`, `2 findings`, `0 findings` (`many` for irregular plurals)."""
+    return f"{n} {noun if n == 1 else (many or noun + 's')}"
+
+
+_KIND_NAMES = (("S_ISDIR", "a directory"), ("S_ISCHR", "a character device"),
+               ("S_ISBLK", "a block device"), ("S_ISFIFO", "a fifo"), ("S_ISSOCK", "a socket"),
+               ("S_ISLNK", "a symlink that cannot be resolved (loop)"))
+
+
+def resolve_output(path: str, what: str = "output") -> str:
+    """The absolute path a file output really goes to: symlinks followed to their final target
+    (which may not exist yet: a dangling link is written through). Raises OutputPathError
+    when that target exists and is not a regular file, or the links loop."""
+    real = os.path.realpath(os.path.abspath(path))
+    try:
+        st = os.lstat(real)
+    except FileNotFoundError:
+        return real
+    except OSError as e:
+        raise OutputPathError(f"{path}: cannot write {what} ({e.strerror or e})") from None
+    if stat.S_ISREG(st.st_mode):
+        return real
+    kind = next((name for test, name in _KIND_NAMES if getattr(stat, test)(st.st_mode)),
+                "a special file")
+    via = f" (via symlink to {real})" if real != os.path.abspath(path) else ""
+    raise OutputPathError(f"{path}: refusing to write {what}: it is {kind}{via}, not a regular "
+                          "file; give a file path" + (" or `-o -` for stdout" if what == "lockfile"
+                                                     else ""))
 
 
 # -- the spec --------------------------------------------------------------------------------
@@ -393,13 +434,15 @@ def _sorted(d: Any) -> Any:
     return d
 
 
-def host_arch(facts: Facts, host: Host) -> str:
+def host_arch(facts: Facts, host: Host) -> Optional[str]:
+    """The machine architecture (`aarch64`): the `arch` fact, else this machine's on a live
+    host; None when neither tells (a snapshot without `uname -m` nor ELF binaries)."""
     arch = facts.get("arch")
-    if arch:
+    if arch and str(arch) != "unknown":
         return str(arch)
     if host.source == "live":
-        return os.uname().machine
-    return "unknown"
+        return os.uname().machine or None
+    return None
 
 
 def build_manifest(facts: Facts, host: Host, spec: LockSpec) -> Dict[str, Any]:
@@ -426,7 +469,10 @@ def build_manifest(facts: Facts, host: Host, spec: LockSpec) -> Dict[str, Any]:
     if files:
         body["files"] = {k: files[k] for k in sorted(files)}
     body = _sorted(body)
-    header = {"schema": LOCK_SCHEMA, "tool_version": __version__, "arch": host_arch(facts, host)}
+    header: Dict[str, Any] = {"schema": LOCK_SCHEMA, "tool_version": __version__}
+    arch = host_arch(facts, host)
+    if arch:
+        header["arch"] = arch
     header["digest"] = "sha256:" + _digest(header, body)
     out = {"lock": header}
     out.update(body)
@@ -463,8 +509,9 @@ def dumps(manifest: Dict[str, Any]) -> bytes:
 def write_atomic(path: str, data: bytes) -> None:
     """Write data to path so that a reader (or a crash) sees the old file or the new one,
     never a mix: temp file in the same directory, fsync, os.replace, fsync of the directory.
-    Raises OSError."""
-    path = os.path.abspath(path)
+    A symlink is followed and its final target replaced (see `resolve_output`). Raises
+    OutputPathError for a target that is not a regular file, OSError otherwise."""
+    path = resolve_output(path, "lockfile")
     d = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=d)
     try:
@@ -527,8 +574,8 @@ def read_lockfile(path: str) -> Dict[str, Any]:
     want = str(header.get("digest", ""))
     if not want.startswith("sha256:") or want[7:] != _digest(header, _sorted(body)):
         raise LockfileError(f"{path}: lockfile is truncated, corrupt or edited by hand (digest "
-                            "mismatch); re-create it with `npu-doctor lock` (use --ignore to "
-                            "let fields float)")
+                            "mismatch), so it cannot be trusted; restore it from version control, "
+                            "or re-create it by running `npu-doctor lock` on the validated board")
     return data
 
 
@@ -748,12 +795,33 @@ def _fix_text(d: Drift, lock_path: str) -> str:
             f"{back}, or let it float with `--ignore '{d.display}'`.")
 
 
-def check_arch(locked: Dict[str, Any], current: Dict[str, Any], lock_path: str) -> None:
-    a = str(locked.get("lock", {}).get("arch", "unknown"))
-    b = str(current.get("lock", {}).get("arch", "unknown"))
-    if a != "unknown" and b != "unknown" and a != b:
-        raise LockfileError(f"{lock_path}: lockfile is for architecture {a}, this host is {b}; "
-                            "a lock pins one kind of machine")
+def _arch_of(manifest: Dict[str, Any]) -> Optional[str]:
+    a = manifest.get("lock", {}).get("arch")
+    return str(a) if a and str(a) != "unknown" else None   # "unknown": locks before 0.1.1
+
+
+def check_arch(locked: Dict[str, Any], current: Dict[str, Any], lock_path: str,
+               where: str = "this host") -> Optional[str]:
+    """Compare the architectures of a lock and of the host now.
+
+    Raises LockfileError (exit 2) when both are known and differ. Returns None when they
+    were compared and match, else a one-line note saying why they could not be compared
+    (verify prints it in its report; it is not a difference and does not change the exit
+    status)."""
+    a, b = _arch_of(locked), _arch_of(current)
+    if a and b:
+        if a != b:
+            raise LockfileError(f"{lock_path}: lockfile is for architecture {a}, {where} is {b}; "
+                                "a lock pins one kind of machine")
+        return None
+    if not a and not b:
+        why = f"neither the lockfile nor {where} records one"
+    elif not a:
+        why = f"the lockfile records none ({where} is {b})"
+    else:
+        why = f"{where} does not tell it (no `uname -m`, /proc/sys/kernel/arch or ELF binary); " \
+              f"the lockfile is for {a}"
+    return f"architecture not compared: {why}"
 
 
 def count_locked(manifest: Dict[str, Any]) -> int:
@@ -762,4 +830,5 @@ def count_locked(manifest: Dict[str, Any]) -> int:
 
 __all__ = ["LockSpec", "LockfileError", "Drift", "load_spec", "build_manifest", "dumps",
            "write_atomic", "read_lockfile", "diff", "drift_findings", "check_arch",
-           "display_path", "parse_ignore", "LOCK_SCHEMA"]
+           "display_path", "parse_ignore", "LOCK_SCHEMA", "OutputPathError", "resolve_output",
+           "plural"]

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -13,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from npu_doctor.lock import (LockfileError, diff, display_path, load_spec, parse_ignore,
-                             read_lockfile)
+from npu_doctor.lock import (LockfileError, check_arch, diff, display_path, load_spec,
+                             parse_ignore, plural, read_lockfile)
 from npu_doctor.tomlcompat import tomllib
 
 from conftest import REPO, case_path, run_cli
@@ -270,3 +271,130 @@ def test_ignore_patterns_and_display_paths():
     assert [d.display for d in diff(old, new, spec)] == ["sdks.cann.build"]
     assert diff(old, new, spec, ["sdks.*.build"]) == []
     assert diff(old, new, spec, ["sdks"]) == []
+
+
+# -- output paths: symlinks followed, special files refused ------------------------------------
+def test_lock_output_symlink_replaces_the_final_target(k05, tmp_path):
+    """`lock -o LINK` keeps the link and atomically replaces what it points to (through a
+    chain of two links, into another directory)."""
+    real_dir = tmp_path / "etc"
+    real_dir.mkdir()
+    target = real_dir / "npu-env.lock"
+    target.write_text("old contents\n")
+    hop = tmp_path / "hop.lock"
+    hop.symlink_to(target)
+    link = tmp_path / "npu-env.lock"
+    link.symlink_to("hop.lock")
+    proc = lock(k05, link)
+    assert "npu-env.lock" in proc.stderr
+    assert link.is_symlink() and os.readlink(link) == "hop.lock"
+    assert hop.is_symlink() and os.readlink(hop) == str(target)
+    read_lockfile(str(target))                        # the real file holds the new lock
+    assert sorted(p.name for p in real_dir.iterdir()) == ["npu-env.lock"]   # no temp left
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+    assert run_cli("verify", str(link), "--snapshot", str(k05)).returncode == 0
+    # a dangling link is written through: the target is created, the link stays
+    dangling = tmp_path / "dangling.lock"
+    dangling.symlink_to(real_dir / "new.lock")
+    lock(k05, dangling)
+    assert dangling.is_symlink() and (real_dir / "new.lock").is_file()
+    read_lockfile(str(real_dir / "new.lock"))
+
+
+def _special_outputs(tmp_path: Path):
+    fifo = tmp_path / "fifo.lock"
+    os.mkfifo(str(fifo))
+    yield "fifo", fifo
+    link = tmp_path / "to-fifo.lock"
+    link.symlink_to(fifo)
+    yield "fifo", link
+    d = tmp_path / "adir"
+    d.mkdir()
+    yield "directory", d
+    dev = tmp_path / "full"
+    try:  # the same device numbers as /dev/full (1, 7); needs CAP_MKNOD
+        os.mknod(str(dev), 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+    except (PermissionError, OSError):
+        return
+    yield "character device", dev
+
+
+def test_lock_refuses_an_output_that_is_not_a_regular_file(k05, tmp_path):
+    """As root `lock -o /dev/full` used to turn /dev/full into a regular file."""
+    seen = []
+    for kind, path in _special_outputs(tmp_path):
+        real = os.path.realpath(path)
+        before = os.lstat(real)
+        proc = run_cli("lock", "--snapshot", str(k05), "-o", str(path))
+        assert proc.returncode == 2, (kind, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("npu-doctor: error: "), proc.stderr
+        assert kind in lines[0] and "Traceback" not in proc.stderr
+        after = os.lstat(real)
+        assert stat.S_IFMT(after.st_mode) == stat.S_IFMT(before.st_mode)
+        assert (after.st_ino, after.st_rdev) == (before.st_ino, before.st_rdev)
+        if str(path) != real:
+            assert os.path.islink(path)
+        seen.append(kind)
+    assert [k for k in seen if k == "fifo"] == ["fifo", "fifo"] and "directory" in seen
+    assert not [p for p in tmp_path.rglob(".*.tmp")]
+
+
+def test_edited_lockfile_names_the_real_remedy(k05, tmp_path):
+    good = tmp_path / "good.lock"
+    lock(k05, good)
+    bad = tmp_path / "edited.lock"
+    bad.write_text(good.read_text().replace('control = "on"', 'control = "auto"'))
+    proc = run_cli("verify", str(bad), "--snapshot", str(k05))
+    assert proc.returncode == 2
+    line = proc.stderr.strip()
+    assert "digest mismatch" in line and "--ignore" not in line
+    assert "npu-doctor lock" in line and "validated board" in line and "version control" in line
+
+
+# -- unknown architecture --------------------------------------------------------------------
+def test_unknown_architecture_is_not_recorded_and_verify_says_so(tmp_path):
+    """k05 has no `uname -m`, no /proc/sys/kernel/arch and no ELF binary: nothing tells the
+    architecture. The lock leaves it out (no `arch = "unknown"`), and verify says it could
+    not compare it instead of passing silently; exit status stays 0 (no difference)."""
+    k05 = copy_case("k05-rk3588-healthy", tmp_path / "k05")
+    lf = tmp_path / "k05.lock"
+    proc = lock(k05, lf)
+    assert "arch" not in tomllib.loads(lf.read_text())["lock"]
+    assert "architecture unknown" in proc.stderr
+    proc = run_cli("verify", str(lf), "--snapshot", str(k05))
+    assert proc.returncode == 0, proc.stderr
+    assert "architecture not compared" in proc.stdout and "no drift" in proc.stdout
+    rc, report = verify_json(lf, k05)
+    assert rc == 0 and report["lock"]["arch_compared"] is False
+    assert any("architecture not compared" in n for n in report["lock"]["notes"])
+    # a lock that knows its architecture, verified against a snapshot that does not tell it
+    arm = copy_case("k05-rk3588-healthy", tmp_path / "arm")
+    write(arm / "commands.toml",
+          '[[command]]\nargv = ["uname", "-m"]\nreturncode = 0\nstdout = "aarch64\\n"\n')
+    arm_lock = tmp_path / "arm.lock"
+    lock(arm, arm_lock)
+    assert tomllib.loads(arm_lock.read_text())["lock"]["arch"] == "aarch64"
+    rc, report = verify_json(arm_lock, k05)
+    assert rc == 0 and report["lock"]["arch_compared"] is False
+    assert "aarch64" in report["lock"]["notes"][0]
+    # ... and against one that does: compared, no note
+    rc, report = verify_json(arm_lock, arm)
+    assert rc == 0 and report["lock"]["arch_compared"] is True and report["lock"]["notes"] == []
+    proc = run_cli("verify", str(arm_lock), "--snapshot", str(arm))
+    assert "not compared" not in proc.stdout
+    # locks written before this change carry arch = "unknown": treated as not recorded
+    assert "not compared" in check_arch({"lock": {"arch": "unknown"}},
+                                        {"lock": {"arch": "aarch64"}}, "old.lock")
+
+
+def test_counts_are_pluralised(k05, tmp_path):
+    assert [plural(n, "finding") for n in (0, 1, 2)] == ["0 findings", "1 finding", "2 findings"]
+    assert plural(1, "entry", "entries") == "1 entry" and plural(3, "entry", "entries") == "3 entries"
+    lf = tmp_path / "a.lock"
+    lock(k05, lf)
+    changed = copy_case("k05-rk3588-healthy", tmp_path / "changed")
+    write(changed / CONTROL_FILE, "auto\n")
+    proc = run_cli("verify", str(lf), "--snapshot", str(changed))
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "1 difference: " in proc.stdout and "(s)" not in proc.stdout
