@@ -29,6 +29,12 @@ logs, environment values and paths alike, with one mapping per capture. Binary f
 libraries) are copied unchanged. Files and the archive are mode 0600 (directories 0700), and
 members carry no owner names. A file over the size cap, or one that could not be read, is
 left out and listed (with why) in the summary and in snapshot.toml.
+
+The output's kind is decided from its name, never guessed (`output_kind`): a name ending in
+`.tar.gz` or `.tgz` is an archive (a symlink is followed and its final target replaced
+atomically; a target that exists and is not a regular file is refused); an existing
+directory, or a path ending in `/`, is a directory snapshot (the directory must be empty);
+anything else (`out.zip`, `board`) is refused with one line naming the accepted forms.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from .errors import AccessDenied, HostError
 from .host import CommandResult, Host, Identity, StatInfo
 
 DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz")
 SECRET_ENV_RE = re.compile(r"(?i)TOKEN|SECRET|PASSW|KEY|CREDENTIAL|AUTH|COOKIE|SESSION")
 MAX_LINK_HOPS = 40
 
@@ -603,7 +610,8 @@ class CaptureWriter:
                 red.scan(f"{k}={self.rec.env_data[k]}")
 
     def write(self, out: str, check_meta: Optional[Dict[str, Any]] = None) -> CaptureResult:
-        """Write the snapshot to `out` (.tar.gz/.tgz: an archive, else a directory)."""
+        """Write the snapshot to `out`: an archive or a directory, as `output_kind` decides.
+        Raises OutputPathError for an output it refuses, OSError when writing fails."""
         import tomli_w
 
         from .redact import is_text
@@ -687,15 +695,41 @@ class CaptureWriter:
         if self.left_out:
             meta["left_out"] = [f"{red.apply_path(p)}: {why}" for p, why in sorted(self.left_out.items())]
         entries["snapshot.toml"] = ("file", tomli_w.dumps({"snapshot": meta}).encode("utf-8"))
-        if out.endswith((".tar.gz", ".tgz")):
-            _write_tar(out, entries)
+        kind, target = output_kind(out)
+        if kind == "archive":
+            _write_tar(target, entries)
         else:
-            _write_dir(out, entries)
+            _write_dir(target, entries)
         return CaptureResult(
             path=out, files=len(self.tree.files), placeholders=len(self.tree.placeholders),
             links=len(self.tree.links), commands=len(red_commands), logs=nlogs,
             left_out=[(red.apply_path(p), w) for p, w in sorted(self.left_out.items())],
             redactions=red.summary())
+
+
+def output_kind(out: str) -> Tuple[str, str]:
+    """("archive", absolute target path) or ("dir", out) for a capture output path.
+
+    `.tar.gz`/`.tgz` -> archive (symlinks followed to the final target; see
+    npu_doctor.lock.resolve_output); an existing directory or a path ending in `/` ->
+    directory snapshot; anything else raises OutputPathError (one line, exit 2), as does an
+    archive path whose target exists and is not a regular file.
+    """
+    from .lock import OutputPathError, resolve_output
+
+    if out.endswith(ARCHIVE_SUFFIXES):
+        return "archive", resolve_output(out, "capture archive")
+    if out.endswith(("/", os.sep)) or os.path.isdir(out):
+        if os.path.lexists(out) and not os.path.isdir(out):
+            raise OutputPathError(f"{out}: refusing to write capture: it exists and is not a "
+                                  "directory")
+        if os.path.isdir(out) and os.listdir(out):
+            raise OutputPathError(f"{out}: refusing to write capture: directory exists and is "
+                                  "not empty")
+        return "dir", out
+    raise OutputPathError(f"{out}: unknown capture output kind; use an archive name ending in "
+                          "`.tar.gz` or `.tgz`, or a directory (an existing empty one, or a "
+                          "path ending in `/`)")
 
 
 def _hostname(host: Host) -> Optional[str]:
@@ -753,8 +787,11 @@ def seed_redactor(red, host: Host) -> None:
 
 
 def _write_tar(out: str, entries: Dict[str, Tuple[str, Any]]) -> None:
-    """A gzip tar with members 0600/0700, no owner names, written atomically with mode 0600."""
-    out = os.path.abspath(out)
+    """A gzip tar with members 0600/0700, no owner names, written atomically with mode 0600
+    (temp file beside the final target of `out`, fsync, os.replace onto that target)."""
+    from .lock import resolve_output
+
+    out = resolve_output(out, "capture archive")
     d = os.path.dirname(out)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(out)}.", suffix=".tmp", dir=d)
     try:
@@ -903,13 +940,15 @@ def run_capture(inner: Host, config: Any, out: str, redact: bool = True,
     Besides the probes, the Python distribution scan of `lock` runs through the recorder,
     and a file kept only in part records its sha256 in snapshot.toml, so `lock --snapshot
     CAPTURE` matches `lock` on the board.
-    Raises OSError when the output cannot be written.
+    Raises OutputPathError (before anything runs) for an output path it refuses, OSError
+    when the output cannot be written.
     """
     from .check import run_check
     from .host import SnapshotHost
     from .lock import load_spec, scan_python_packages, site_dirs
     from .redact import Redactor
 
+    output_kind(out)   # refuse a bad output before spending a whole check on it
     rec = RecordingHost(inner)
     try:  # an ELF parsed by an earlier run in this process would not be read (nor recorded)
         from .elf import clear_cache
@@ -946,6 +985,6 @@ def run_capture(inner: Host, config: Any, out: str, redact: bool = True,
     return CaptureRun(res, live, replay, fact_diffs, finding_diffs)
 
 
-__all__ = ["RecordingHost", "CaptureWriter", "CaptureResult", "seed_redactor",
+__all__ = ["RecordingHost", "CaptureWriter", "CaptureResult", "seed_redactor", "output_kind",
            "normalize_for_replay", "compare_runs", "run_capture", "CaptureRun",
            "DEFAULT_MAX_FILE_BYTES"]

@@ -33,6 +33,12 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 KINDS = ("hostname", "user", "home", "serial", "uuid", "mac", "ipv4", "ipv6")
+#: How a summary names each kind: (one, many), for `1 hostname`, `2 MAC addresses`.
+KIND_NOUNS = {"hostname": ("hostname", "hostnames"), "user": ("user name", "user names"),
+              "home": ("home directory", "home directories"),
+              "serial": ("serial number", "serial numbers"), "uuid": ("UUID", "UUIDs"),
+              "mac": ("MAC address", "MAC addresses"), "ipv4": ("IPv4 address", "IPv4 addresses"),
+              "ipv6": ("IPv6 address", "IPv6 addresses")}
 
 #: Names that identify nothing, or that are words of every filesystem and log (replacing
 #: a host called `vm` or a user called `sys` would rewrite /proc/sys/vm): never replaced.
@@ -278,6 +284,16 @@ class Redactor:
     def summary(self) -> Dict[str, int]:
         """How many distinct values of each kind were replaced."""
         return {k: len(v) for k, v in self.maps.items() if v}
+
+    def summary_text(self) -> str:
+        """`1 hostname, 2 MAC addresses` (kinds in KINDS order), or `nothing found`."""
+        counts = self.summary()
+        parts = []
+        for k in KINDS:
+            if counts.get(k):
+                one, many = KIND_NOUNS[k]
+                parts.append(f"{counts[k]} {one if counts[k] == 1 else many}")
+        return ", ".join(parts) or "nothing found"
 
 
 def is_text(data: bytes) -> bool:

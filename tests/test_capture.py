@@ -186,7 +186,7 @@ def test_redaction_of_real_outputs(tmp_path):
 def test_no_redact_keeps_values(tmp_path):
     snap = build_board(tmp_path)
     out = tmp_path / "raw"
-    proc = run_cli("capture", "--snapshot", str(snap), "-o", str(out), "--no-redact")
+    proc = run_cli("capture", "--snapshot", str(snap), "-o", str(out) + "/", "--no-redact")
     assert proc.returncode == 0, proc.stderr
     text = all_text(out)
     assert "rock5b-lab7" in text and "00:e0:4c:68:00:7b" in text and "SN0000000000" in text
@@ -354,7 +354,7 @@ def test_recording_host_records_listing_and_links(tmp_path):
     from npu_doctor.capture import CaptureWriter
 
     out = tmp_path / "cap"
-    CaptureWriter(rec, Redactor()).write(str(out))
+    CaptureWriter(rec, Redactor()).write(str(out) + "/")
     link = out / "fs/sys/class/devfreq/fdab0000.npu"
     assert link.is_symlink() and os.readlink(link) == "../../devices/platform/fdab0000.npu/devfreq/fdab0000.npu"
     replay = SnapshotHost(str(out))
@@ -433,3 +433,106 @@ def test_capture_with_logs_keeps_their_order_and_findings(tmp_path):
     with tarfile.open(out) as tf:
         names = sorted(m.name for m in tf.getmembers() if m.name.startswith("logs/") and m.isfile())
     assert names == ["logs/01-test.log", "logs/02-rknn-toolkit2.log"]
+
+
+# -- the output: its kind decided explicitly, symlinks followed, special files refused --------
+K05 = "k05-rk3588-healthy"
+C101 = "c1-01-ascend-dcmi-8020-device-in-use"   # replays with exactly one finding
+
+
+def _one_error_line(proc) -> str:
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("npu-doctor: error: "), proc.stderr
+    assert "Traceback" not in proc.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("name", ["out.zip", "board", "board.tar", "out.tar.bz2"])
+def test_capture_refuses_an_output_of_unknown_kind(tmp_path, name):
+    """`-o out.zip` used to create a directory named out.zip."""
+    out = tmp_path / name
+    line = _one_error_line(run_cli("capture", "--snapshot", str(case_path(K05)), "-o", str(out)))
+    assert ".tar.gz" in line and ".tgz" in line and "directory" in line and "`/`" in line
+    assert not os.path.lexists(out) and list(tmp_path.iterdir()) == []
+
+
+def test_capture_directory_forms(tmp_path):
+    """A path ending in `/` (created) and an existing empty directory are directory
+    snapshots; a non-empty directory is refused."""
+    for out, arg in ((tmp_path / "new", str(tmp_path / "new") + "/"),
+                     (tmp_path / "empty", str(tmp_path / "empty"))):
+        if out.name == "empty":
+            out.mkdir()
+        proc = run_cli("capture", "--snapshot", str(case_path(K05)), "-o", arg)
+        assert proc.returncode == 0, proc.stderr
+        assert out.is_dir() and (out / "snapshot.toml").is_file() and (out / "fs").is_dir()
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.txt").write_text("mine\n")
+    line = _one_error_line(run_cli("capture", "--snapshot", str(case_path(K05)), "-o", str(full)))
+    assert "not empty" in line and (full / "keep.txt").read_text() == "mine\n"
+
+
+def test_capture_archive_through_a_symlink_replaces_the_target(tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    target = store / "board.tar.gz"
+    target.write_bytes(b"stale")
+    link = tmp_path / "latest.tgz"
+    link.symlink_to(target)
+    proc = run_cli("capture", "--snapshot", str(case_path(K05)), "-o", str(link))
+    assert proc.returncode == 0, proc.stderr
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert tarfile.is_tarfile(str(target)) and stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert sorted(p.name for p in store.iterdir()) == ["board.tar.gz"]      # no temp left
+    assert run_cli("check", "--snapshot", str(link), "--fail-on", "never").returncode == 0
+
+
+def test_capture_refuses_an_archive_path_that_is_not_a_regular_file(tmp_path):
+    specials = []
+    fifo = tmp_path / "cap.tar.gz"
+    os.mkfifo(str(fifo))
+    specials.append(("fifo", fifo))
+    link = tmp_path / "via-link.tgz"
+    link.symlink_to(fifo)
+    specials.append(("fifo", link))
+    d = tmp_path / "dir.tar.gz"
+    d.mkdir()
+    specials.append(("directory", d))
+    dev = tmp_path / "full.tgz"
+    try:  # the device numbers of /dev/full; needs CAP_MKNOD
+        os.mknod(str(dev), 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+        specials.append(("character device", dev))
+    except (PermissionError, OSError):
+        pass
+    for kind, path in specials:
+        real = os.path.realpath(path)
+        before = os.lstat(real)
+        line = _one_error_line(run_cli("capture", "--snapshot", str(case_path(K05)), "-o", str(path)))
+        assert kind in line
+        after = os.lstat(real)
+        assert (stat.S_IFMT(after.st_mode), after.st_ino, after.st_rdev) == \
+            (stat.S_IFMT(before.st_mode), before.st_ino, before.st_rdev)
+    assert link.is_symlink() and not [p for p in tmp_path.rglob(".*.tmp")]
+
+
+def test_capture_summary_counts_are_pluralised(tmp_path):
+    proc = run_cli("capture", "--snapshot", str(case_path(C101)), "-o", str(tmp_path / "c.tgz"))
+    assert proc.returncode == 0, proc.stderr
+    assert "same facts and 1 finding as this run" in proc.stderr, proc.stderr
+    assert "1 file," in proc.stderr and "1 command," in proc.stderr
+    assert not re.search(r"(?<![\d.])1 (?:files|links|commands|logs|findings|paths|places|"
+                         r"values|listed-only entries)\b", proc.stderr), proc.stderr
+    assert "(s)" not in proc.stderr
+    # the redaction summary names its kinds in words, with the right number
+    snap = build_board(tmp_path)
+    proc = run_cli("capture", "--snapshot", str(snap), "-o", str(tmp_path / "b.tgz"))
+    assert proc.returncode == 0, proc.stderr
+    from npu_doctor.redact import KIND_NOUNS
+
+    red = re.search(r"\(redacted: ([^)]*)\)", proc.stderr).group(1)
+    parts = [p.split(" ", 1) for p in red.split(", ")]
+    assert len(parts) >= 3, red                    # hostname, user, MAC, serial at least
+    for n, noun in parts:
+        assert noun in [v[0 if int(n) == 1 else 1] for v in KIND_NOUNS.values()], red
