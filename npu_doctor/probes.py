@@ -39,7 +39,7 @@ from .resources import data_files
 from .tomlcompat import tomllib
 
 SPEC_KEYS = {"id", "area", "title", "collector", "read", "run", "parser", "into", "timeout_s",
-             "fast", "args", "description"}
+             "fast", "args", "description", "override"}
 DEFAULT_TIMEOUT_S = 5.0
 #: Longest any one command may run by default (seconds); a hung vendor tool costs this.
 COMMAND_TIMEOUT_S = 15.0
@@ -67,6 +67,7 @@ class ProbeSpec:
     fast: bool = False
     args: Dict[str, Any] = field(default_factory=dict)
     file: str = ""
+    override: bool = False
 
 
 @dataclass
@@ -265,7 +266,8 @@ def _load_spec_file(path: str) -> List[ProbeSpec]:
             id=pid, area=raw.get("area", "system"), title=raw.get("title", pid),
             collector=raw.get("collector"), read=raw.get("read"), run=raw.get("run"),
             parser=raw.get("parser"), into=raw.get("into"), timeout_s=timeout,
-            fast=bool(raw.get("fast", False)), args=dict(raw.get("args", {})), file=path))
+            fast=bool(raw.get("fast", False)), args=dict(raw.get("args", {})), file=path,
+            override=bool(raw.get("override", False))))
     return specs
 
 
@@ -284,15 +286,18 @@ def load_signatures(extra_dirs: Iterable[str] = ()) -> List[Signature]:
 
 def load_specs(extra_dirs: Iterable[str] = ()) -> List[ProbeSpec]:
     """All probe specs: the shipped `probes/` then each --probes DIR. Raises ConfigError,
-    also for an id defined twice (a site probe that silently replaced a shipped one would
-    hide what the shipped one checks)."""
+    also for an id defined twice: a site probe replaces a shipped one only when it says
+    `override = true` (one that did so silently would hide what the shipped one checks)."""
     registry.load_all()
     by_id: Dict[str, ProbeSpec] = {}
     for path in data_files("probes", extra_dirs):
         for spec in _load_spec_file(path):
-            if spec.id in by_id:
+            if spec.id in by_id and not spec.override:
                 raise ConfigError(f"{path}: probe {spec.id}: already defined in {by_id[spec.id].file} "
-                                  "(give your probe its own id)")
+                                  "(give your probe its own id, or say `override = true` to replace it)")
+            if spec.override and spec.id not in by_id:
+                raise ConfigError(f"{path}: probe {spec.id}: `override = true` but there is no such "
+                                  "probe to replace")
             by_id[spec.id] = spec
     return list(by_id.values())
 

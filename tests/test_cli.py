@@ -260,3 +260,16 @@ def test_verbose_lists_libraries_like_ld_so(tmp_path):
     section = out.stdout.split("ld.so --list", 1)[1]
     assert "/usr/lib/librknnrt.so" in section
     assert "libnpudep.so => not found" in section
+
+
+def test_a_site_probe_replaces_a_shipped_one_only_when_it_says_so(tmp_path):
+    d = tmp_path / "probes"
+    d.mkdir()
+    snap = case_path("k02-rk3588-soc-thermal-throttling")
+    (d / "site.toml").write_text('[[probe]]\nid = "thermal"\noverride = true\ncollector = "os_release"\n')
+    out = run_cli("check", "--snapshot", str(snap), "--probes", str(d), "--format", "json", "--fail-on", "never")
+    assert out.returncode == 0, out.stderr
+    assert "thermal" not in json.loads(out.stdout)["facts"]  # the site's probe ran instead
+    (d / "site.toml").write_text('[[probe]]\nid = "no-such"\noverride = true\ncollector = "os_release"\n')
+    out = run_cli("check", "--snapshot", str(snap), "--probes", str(d))
+    assert out.returncode == 2 and "no such probe to replace" in out.stderr

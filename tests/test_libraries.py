@@ -44,7 +44,7 @@ def write_probe_override(d: Path, globs) -> Path:
     from npu_doctor.tomlcompat import tomllib
     shipped = tomllib.loads((REPO / "probes/libraries.toml").read_text())["probe"][0]["args"]
     d.mkdir(parents=True, exist_ok=True)
-    lines = ['[[probe]]', 'id = "libraries"', 'area = "libraries"', 'collector = "libraries"',
+    lines = ['[[probe]]', 'id = "libraries"', 'override = true', 'area = "libraries"', 'collector = "libraries"',
              'timeout_s = 60', '[probe.args]', 'python_distributions = []',
              '[[probe.args.location]]', 'sdk = "testsdk"', f"globs = {json.dumps(list(globs))}"]
     for row in shipped["remedy"]:
