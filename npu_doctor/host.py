@@ -411,6 +411,7 @@ class SnapshotHost(Host):
         self.path = path
         self.extra_logs = list(extra_logs)
         self._tmp: Optional[tempfile.TemporaryDirectory] = None
+        self._stub_cache: Dict[str, Tuple[Tuple[int, int], Optional[str]]] = {}
         if not os.path.exists(path):
             raise SnapshotError(f"snapshot {path}: no such file or directory")
         if os.path.isdir(path):
@@ -459,23 +460,37 @@ class SnapshotHost(Host):
 
     # -- path resolution inside fs/ -------------------------------------------------------
     def _link_target(self, local: str) -> Optional[str]:
-        """Target if `local` (a path under fs/) is a symlink or a link stub, else None."""
-        if os.path.islink(local):
-            return os.readlink(local)
+        """Target if `local` (a path under fs/) is a symlink or a link stub, else None.
+
+        One lstat per path component; a small regular file is read only when its
+        (mtime, size) changed, so resolving a sysfs path stays cheap in a watch loop."""
         try:
-            if not os.path.isfile(local) or os.path.getsize(local) > 1024:
-                return None
+            st = os.lstat(local)
+        except OSError:
+            return None
+        mode = st.st_mode
+        if stat_mod.S_ISLNK(mode):
+            return os.readlink(local)
+        if not stat_mod.S_ISREG(mode) or st.st_size > 1024 or st.st_size == 0:
+            return None
+        key = (st.st_mtime_ns, st.st_size)
+        hit = self._stub_cache.get(local)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        try:
             with open(local, "rb") as f:
                 data = f.read()
         except OSError:
             return None
-        if not data or data.endswith(b"\n") or b"/" not in data:
-            return None
-        try:
-            text = data.decode("ascii")
-        except UnicodeDecodeError:
-            return None
-        return text if _LINK_STUB_RE.match(text) else None
+        target: Optional[str] = None
+        if data and not data.endswith(b"\n") and b"/" in data:
+            try:
+                text = data.decode("ascii")
+                target = text if _LINK_STUB_RE.match(text) else None
+            except UnicodeDecodeError:
+                target = None
+        self._stub_cache[local] = (key, target)
+        return target
 
     def _resolve(self, path: str, follow_last: bool = True) -> Tuple[str, str]:
         """(local path under fs/, resolved host path). Raises NotFound on a loop."""
@@ -491,10 +506,9 @@ class SnapshotHost(Host):
                     host_parts.pop()
                 continue
             host_parts.append(part)
-            local = os.path.join(self.fs, *host_parts)
             if i == len(parts) and not follow_last:
                 break
-            target = self._link_target(local) if (os.path.lexists(local)) else None
+            target = self._link_target(self.fs + "/" + "/".join(host_parts))
             if target is None:
                 continue
             hops += 1
@@ -506,7 +520,7 @@ class SnapshotHost(Host):
             parts = [p for p in target.split("/") if p and p != "."] + parts[i:]
             i = 0
         host = "/" + "/".join(host_parts)
-        return os.path.join(self.fs, *host_parts), host
+        return (self.fs + host if host_parts else self.fs), host
 
     def _local(self, path: str) -> str:
         return self._resolve(path)[0]

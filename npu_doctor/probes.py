@@ -354,11 +354,19 @@ def run_probes(host: Host, specs: Sequence[ProbeSpec], max_workers: int = 8,
     """Run every spec concurrently; merge their facts in spec order, then run derivers.
 
     Returns (facts, results in spec order). A probe still running at its timeout_s is
-    reported as an error ("timed out") and its facts are dropped. Probe threads are daemons,
-    so a probe stuck past its timeout never holds up the exit.
+    reported as an error ("timed out") and its facts are dropped; probe threads are daemons,
+    so a probe stuck past its timeout never holds up the exit. max_workers <= 0 runs the
+    probes in the calling thread, one after another, with no timeout of their own.
     """
     commands = CommandCache(host)
     results: Dict[str, ProbeResult] = {}
+    if max_workers <= 0:
+        # in the calling thread, one after another: the watch loop samples a few cheap probes
+        # this way (no thread start-up per sample), and a probe that hangs holds the loop,
+        # which stops the watchdog pings as it should
+        for spec in specs:
+            results[spec.id] = _run_one(spec, host, commands, options)
+        return _finish(host, specs, results)
     lock = threading.Lock()
     todo = list(specs)
     done_ev = {s.id: threading.Event() for s in specs}
@@ -411,6 +419,12 @@ def run_probes(host: Host, specs: Sequence[ProbeSpec], max_workers: int = 8,
                         replace = True
             if replace:
                 start_worker()  # the stuck worker is lost to this run; the rest go on
+    return _finish(host, specs, results)
+
+
+def _finish(host: Host, specs: Sequence[ProbeSpec],
+            results: Dict[str, ProbeResult]) -> Tuple[Facts, List[ProbeResult]]:
+    """Merge the probes' facts in spec order, then run the derivers."""
     facts = Facts()
     ordered = [results[s.id] for s in specs]
     for r in ordered:

@@ -346,7 +346,7 @@ class Watcher:
         now = time.time()
         self._busy = True
         try:
-            facts, results = run_probes(self.host, self.fast_specs,
+            facts, results = run_probes(self.host, self.fast_specs, max_workers=0,
                                         options={"sample_s": 0, "signatures": self.config.signatures})
             events = self.tracker.sample(facts, results, now)
             if self._prune:
