@@ -44,8 +44,12 @@ class Config:
     @classmethod
     def load(cls, probe_dirs: Iterable[str] = (), rule_dirs: Iterable[str] = ()) -> "Config":
         """Raises ConfigError for a bad probe spec or rules file."""
+        from .datafiles import save_cache
+
         probe_dirs, rule_dirs = list(probe_dirs), list(rule_dirs)
-        return cls(load_specs(probe_dirs), load_rules(rule_dirs), load_signatures(probe_dirs))
+        config = cls(load_specs(probe_dirs), load_rules(rule_dirs), load_signatures(probe_dirs))
+        save_cache()
+        return config
 
 
 def run_check(host: Host, config: Config, select: Sequence[str] = (),

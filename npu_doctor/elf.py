@@ -186,19 +186,13 @@ def clear_cache() -> None:
 # -- cache across runs ---------------------------------------------------------------------
 # Parsing is most of the preflight's cost and SDK libraries rarely change, so what was read is
 # kept in the user's cache directory, keyed like the in-process cache (device, inode, mtime,
-# size): a changed or replaced file is parsed again. NPU_DOCTOR_NO_CACHE=1 turns it off.
+# size): a changed or replaced file is parsed again (npu_doctor.usercache says where).
 _DISK: Dict[str, Dict[str, Any]] = {}
 _DISK_STATE = {"loaded": False, "dirty": False}
 _DISK_VERSION = 1
 
 
-def cache_file() -> Optional[str]:
-    """Path of the ELF cache (JSON), or None when caching across runs is off."""
-    if os.environ.get("NPU_DOCTOR_NO_CACHE"):
-        return None
-    base = os.environ.get("NPU_DOCTOR_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "npu-doctor")
-    return os.path.join(base, "elf-cache.json")
+_CACHE_NAME = "elf-cache.json"
 
 
 def _key_text(key: Tuple[Any, ...]) -> str:
@@ -206,22 +200,16 @@ def _key_text(key: Tuple[Any, ...]) -> str:
 
 
 def _load_disk() -> None:
+    from . import usercache
+
     with _LOCK:
         if _DISK_STATE["loaded"]:
             return
         _DISK_STATE["loaded"] = True
-        path = cache_file()
-        if not path:
-            return
-        try:
-            import json
-
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-            if data.get("version") == _DISK_VERSION and isinstance(data.get("files"), dict):
-                _DISK.update(data["files"])
-        except (OSError, ValueError, AttributeError):
-            pass  # no cache yet, or a broken one: parse afresh and write a new one
+        data = usercache.load_json(_CACHE_NAME)
+        if isinstance(data, dict) and data.get("version") == _DISK_VERSION \
+                and isinstance(data.get("files"), dict):
+            _DISK.update(data["files"])
 
 
 def _from_disk(key: Tuple[Any, ...], path: str) -> Optional[ElfInfo]:
@@ -242,10 +230,9 @@ def _from_disk(key: Tuple[Any, ...], path: str) -> Optional[ElfInfo]:
 
 
 def save_cache() -> None:
-    """Write what this process parsed to the cache file (atomically). Never raises."""
-    path = cache_file()
-    if not path:
-        return
+    """Write what this process parsed to the user cache (atomically). Never raises."""
+    from . import usercache
+
     with _LOCK:
         if not _NEW_KEYS:
             return
@@ -258,20 +245,7 @@ def save_cache() -> None:
             for k in list(_DISK)[: len(_DISK) - _CACHE_MAX]:
                 del _DISK[k]
         files = dict(_DISK)
-    try:
-        import json
-        import tempfile
-
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".elf-cache-", dir=os.path.dirname(path))
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"version": _DISK_VERSION, "files": files}, f)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)  # type: ignore[possibly-undefined]
-        except (OSError, NameError):
-            pass
+    usercache.save_json(_CACHE_NAME, {"version": _DISK_VERSION, "files": files})
 
 
 _NEW_KEYS: List[Tuple[Any, ...]] = []

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import registry
+from .datafiles import read_toml
 from .errors import AccessDenied, CommandNotFound, ConfigError, HostError, NotFound
 from .facts import Facts
 from .host import CommandResult, Host
@@ -220,13 +221,7 @@ def _load_signatures(data: Dict[str, Any], path: str) -> List[Signature]:
 
 
 def _load_spec_file(path: str) -> List[ProbeSpec]:
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: not valid TOML ({str(e).splitlines()[0] if str(e) else e!r})") from None
+    data = read_toml(path)
     unknown_top = set(data) - {"probe", "signature"}
     if unknown_top:
         raise ConfigError(f"{path}: unknown table {sorted(unknown_top)[0]!r} (expected [[probe]])")

@@ -43,6 +43,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from . import versions
 from .errors import ConfigError
+from .datafiles import read_toml
 from .facts import Facts, lookup, split_path
 from .resources import data_files
 from .tomlcompat import tomllib
@@ -253,28 +254,6 @@ def _parse_rule(raw: Any, path: str, n: int) -> Rule:
                 _parse_fixes(raw.get("fix"), where), file=path)
     rule.extend = bool(raw.get("extend"))
     return rule
-
-
-_TOML_CACHE: Dict[str, Tuple[Tuple[int, int], Dict[str, Any]]] = {}
-
-
-def read_toml(path: str) -> Dict[str, Any]:
-    """Parsed TOML of a data file, parsed once per (mtime, size) in this process: the rules,
-    and the matrices that derivers look up, share one parse. Raises ConfigError."""
-    try:
-        st = os.stat(path)
-        key = (st.st_mtime_ns, st.st_size)
-        hit = _TOML_CACHE.get(path)
-        if hit is not None and hit[0] == key:
-            return hit[1]
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: not valid TOML ({str(e).splitlines()[0] if str(e) else e!r})") from None
-    _TOML_CACHE[path] = (key, data)
-    return data
 
 
 def load_rule_file(path: str) -> Tuple[List[Rule], Dict[str, List[Dict[str, Any]]]]:

@@ -273,3 +273,23 @@ def test_a_site_probe_replaces_a_shipped_one_only_when_it_says_so(tmp_path):
     (d / "site.toml").write_text('[[probe]]\nid = "no-such"\noverride = true\ncollector = "os_release"\n')
     out = run_cli("check", "--snapshot", str(snap), "--probes", str(d))
     assert out.returncode == 2 and "no such probe to replace" in out.stderr
+
+
+def test_the_data_cache_never_serves_a_changed_rules_file(tmp_path):
+    cache = tmp_path / "cache"
+    env = {"NPU_DOCTOR_CACHE_DIR": str(cache)}
+    d = tmp_path / "rules"
+    d.mkdir()
+    rule = ('[[rule]]\nid = "site-note"\nseverity = "info"\ntitle = "t"\nexplain = "e"\n'
+            'when = [{fact = "os.id", exists = true}]\nmessage = "%s"\n')
+    snap = case_path("k05-rk3588-healthy")
+    args = ("check", "--snapshot", str(snap), "--rules", str(d), "--format", "json",
+            "--select", "site-note", "--fail-on", "never")
+    for word in ("first", "second-and-longer"):
+        (d / "site.toml").write_text(rule % word)
+        out = run_cli(*args, env=env)
+        assert [f["message"] for f in json.loads(out.stdout)["findings"]] == [word]
+    assert (cache / "data-cache.json").is_file()
+    (cache / "data-cache.json").write_text("{not json")
+    out = run_cli(*args, env=env)
+    assert [f["message"] for f in json.loads(out.stdout)["findings"]] == ["second-and-longer"]

@@ -1,0 +1,57 @@
+"""The user's cache directory: what npu-doctor keeps between runs to start faster.
+
+Nothing here changes a result: every entry is keyed by the identity of the file it came from
+(mtime and size, for ELF files also device and inode), so a changed file is read afresh.
+`NPU_DOCTOR_NO_CACHE=1` turns it off; `NPU_DOCTOR_CACHE_DIR` moves it (default
+`$XDG_CACHE_HOME/npu-doctor`, else `~/.cache/npu-doctor`). A missing, unwritable or corrupt
+cache is the same as an empty one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any, Optional
+
+
+def cache_path(name: str) -> Optional[str]:
+    """Path of one cache file, or None when caching is off."""
+    if os.environ.get("NPU_DOCTOR_NO_CACHE"):
+        return None
+    base = os.environ.get("NPU_DOCTOR_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "npu-doctor")
+    return os.path.join(base, name)
+
+
+def load_json(name: str) -> Any:
+    """The parsed cache file, or None (off, absent or unreadable)."""
+    path = cache_path(name)
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def save_json(name: str, data: Any) -> None:
+    """Write a cache file atomically (temp file + rename). Never raises."""
+    path = cache_path(name)
+    if not path:
+        return
+    tmp = None
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix="." + name + ".", dir=os.path.dirname(path))
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, separators=(",", ":"))
+        os.replace(tmp, path)
+    except (OSError, TypeError, ValueError):
+        if tmp:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
