@@ -12,7 +12,6 @@ By default it watches this host; --snapshot watches a board snapshot (a copy of 
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import subprocess
 import sys

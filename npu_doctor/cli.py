@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import List, Optional
+from typing import List, NoReturn, Optional
 
 import click
 
@@ -19,7 +19,7 @@ from .errors import ConfigError, HostError, NpuDoctorError, SnapshotError
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 
-def _fail(msg: str) -> "NoReturn":  # type: ignore[name-defined]  # noqa: F821
+def _fail(msg: str) -> "NoReturn":
     click.echo(f"npu-doctor: error: {msg}", err=True)
     sys.exit(EXIT_USAGE)
 

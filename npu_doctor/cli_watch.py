@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from .cli import EXIT_OK, EXIT_USAGE, _fail, _open_host, host_options, main
+from .cli import EXIT_OK, _fail, _open_host, host_options, main
 from .errors import ConfigError, HostError, SnapshotError
 
 
@@ -45,7 +45,7 @@ def watch(snapshot, probe_dirs, rule_dirs, logs, interval, check_interval, log_f
         _fail(f"--textfile-dir {textfile_dir}: no such directory")
     if textfile_dir:
         try:
-            import prometheus_client  # noqa: F401
+            import prometheus_client  # noqa: F401  (only to say what is missing)
         except ImportError:
             _fail("--textfile-dir needs prometheus-client: pip install 'npu-doctor[watch]'")
     try:

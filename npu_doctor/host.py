@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import BinaryIO, Dict, List, Optional, Sequence, Tuple
+from typing import Any, BinaryIO, Dict, List, Optional, Sequence, Tuple
 
 from .errors import AccessDenied, CommandNotFound, HostError, NotFound, SnapshotError
 from .tomlcompat import tomllib

@@ -37,7 +37,6 @@ from .errors import AccessDenied, CommandNotFound, ConfigError, HostError, NotFo
 from .facts import Facts
 from .host import CommandResult, Host
 from .resources import data_files
-from .tomlcompat import tomllib
 
 SPEC_KEYS = {"id", "area", "title", "collector", "read", "run", "parser", "into", "timeout_s",
              "fast", "args", "description", "override"}

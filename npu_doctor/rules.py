@@ -36,7 +36,6 @@ Nothing is evaluated as code. A bad file raises ConfigError naming file, rule an
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Tuple
@@ -46,7 +45,6 @@ from .errors import ConfigError
 from .datafiles import read_toml
 from .facts import Facts, lookup, split_path
 from .resources import data_files
-from .tomlcompat import tomllib
 
 SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {"info": 1, "warning": 2, "error": 3}

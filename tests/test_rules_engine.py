@@ -147,7 +147,6 @@ def test_facts_merge_keeps_sources_and_merges_accelerators_by_pci_address():
 
 
 def test_extension_adds_matches_to_a_rule_defined_elsewhere(tmp_path, monkeypatch):
-    from npu_doctor import resources
     from npu_doctor.rules import load_rules
 
     d = tmp_path / "extra"

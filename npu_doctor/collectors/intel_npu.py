@@ -30,6 +30,7 @@ from ..facts import Facts
 from ..host import Host
 from ..parsers.intel_npu import firmware_blob_version, parse_kernel_log, soname_version
 from ..probes import NoData, ProbeContext
+from ..sysfs import accel_devices
 from ..registry import collector, deriver
 from .logs import kernel_log
 from .rknn_runtime import add_compat, python_dists
@@ -66,20 +67,7 @@ def npu_name(firmware_file: Optional[str]) -> str:
 
 def intel_npu_devices(host: Host) -> List[Dict[str, str]]:
     """[{accel, sysfs, pci_address}] for every /sys/class/accel/accel* bound to intel_vpu."""
-    out = []
-    for accel in host.glob("/sys/class/accel/accel*"):
-        dev = posixpath.join(accel, "device")
-        if not host.exists(dev):
-            continue
-        try:
-            drv = posixpath.basename(host.readlink(posixpath.join(dev, "driver")))
-        except HostError:
-            drv = posixpath.basename(host.realpath(posixpath.join(dev, "driver")))
-        if drv != "intel_vpu":
-            continue
-        real = host.realpath(dev)
-        out.append({"accel": accel, "sysfs": real, "pci_address": posixpath.basename(real).lower()})
-    return out
+    return accel_devices(host, "intel_vpu")
 
 
 def _telemetry(ctx: ProbeContext, dev: Dict[str, str], t0_busy: Optional[int], t0: float) -> None:

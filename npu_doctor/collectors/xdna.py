@@ -23,6 +23,7 @@ from ..errors import CommandNotFound, HostError
 from ..parsers.xdna import firmware_dir_name, parse_examine, parse_kernel_log
 from ..probes import NoData, ProbeContext, ProbeError
 from ..registry import collector
+from ..sysfs import accel_devices
 from .logs import kernel_log
 
 XRT_SMI = ["xrt-smi", "examine"]
@@ -30,22 +31,12 @@ FW_ROOTS = ("/lib/firmware/amdnpu", "/usr/lib/firmware/amdnpu")
 
 
 def xdna_devices(host) -> List[Dict[str, str]]:
-    """[{sysfs, pci_address, device_id, revision}] for /sys/class/accel/accel* bound to amdxdna."""
-    out = []
-    for accel in host.glob("/sys/class/accel/accel*"):
-        dev = posixpath.join(accel, "device")
-        if not host.exists(dev):
-            continue
-        try:
-            drv = posixpath.basename(host.readlink(posixpath.join(dev, "driver")))
-        except HostError:
-            drv = posixpath.basename(host.realpath(posixpath.join(dev, "driver")))
-        if drv != "amdxdna":
-            continue
-        real = host.realpath(dev)
-        out.append({"sysfs": real, "pci_address": posixpath.basename(real).lower(),
-                    "device_id": host.read_attr(posixpath.join(real, "device")) or "",
-                    "revision": host.read_attr(posixpath.join(real, "revision")) or ""})
+    """[{accel, sysfs, pci_address, device_id, revision}] for /sys/class/accel/accel* bound
+    to amdxdna."""
+    out = accel_devices(host, "amdxdna")
+    for d in out:
+        d["device_id"] = host.read_attr(posixpath.join(d["sysfs"], "device")) or ""
+        d["revision"] = host.read_attr(posixpath.join(d["sysfs"], "revision")) or ""
     return out
 
 
