@@ -642,6 +642,13 @@ class SnapshotHost(Host):
             out = {}
             for entry in data.get("path", []):
                 mode = entry.get("mode")
+                if entry.get("type", "file") not in ("file", "dir", "link", "char", "block", "fifo", "socket"):
+                    raise ValueError(f"{entry.get('path')}: unknown type {entry.get('type')!r}")
+                for key in ("uid", "gid"):
+                    if key in entry and (not isinstance(entry[key], int) or isinstance(entry[key], bool)):
+                        raise ValueError(f"{entry.get('path')}: {key} must be an integer")
+                if mode is not None and not isinstance(mode, str):
+                    raise ValueError(f"{entry.get('path')}: mode must be an octal string such as \"0660\"")
                 out[posixpath.normpath(entry["path"])] = StatInfo(
                     type=entry.get("type", "file"),
                     mode=int(mode, 8) if isinstance(mode, str) else mode,
@@ -682,8 +689,9 @@ class SnapshotHost(Host):
         if not isinstance(cmds, list):
             raise SnapshotError(f"{where}: `command` must be an array of tables ([[command]])")
         for n, c in enumerate(cmds):
-            if not isinstance(c, dict) or not isinstance(c.get("argv"), list):
-                raise SnapshotError(f"{where}: command #{n + 1} has no argv list")
+            if not isinstance(c, dict) or not isinstance(c.get("argv"), list) or not c["argv"] \
+                    or not all(isinstance(a, str) for a in c["argv"]):
+                raise SnapshotError(f"{where}: command #{n + 1} needs argv, a non-empty list of strings")
             if not isinstance(c.get("returncode", 0), int) or isinstance(c.get("returncode"), bool):
                 raise SnapshotError(f"{where}: command #{n + 1} ({' '.join(map(str, c['argv']))}): "
                                     "returncode must be an integer")
@@ -773,19 +781,36 @@ class SnapshotHost(Host):
             self._tmp = None
 
 
+def _decompress(data: bytes) -> bytes:
+    """gzip, bzip2 or xz (rotated logs) decompressed, up to READ_CAP_BYTES; a truncated
+    archive gives what could be read before the damage."""
+    import bz2
+    import lzma
+    import zlib
+
+    if data[:2] == b"\x1f\x8b":
+        dec = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    elif data[:3] == b"BZh":
+        dec = bz2.BZ2Decompressor()
+    elif data[:6] == b"\xfd7zXZ\x00":
+        dec = lzma.LZMADecompressor()
+    else:
+        return data
+    out = bytearray()
+    try:
+        for i in range(0, len(data), 65536):
+            out += dec.decompress(data[i:i + 65536])
+            if len(out) >= READ_CAP_BYTES or getattr(dec, "eof", False):
+                break
+    except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError):
+        pass
+    return bytes(out[:READ_CAP_BYTES])
+
+
 def decode_log(data: bytes) -> str:
     """Text of a log file as users hand it over: UTF-8, UTF-16 (what PowerShell's `>` writes,
-    with or without a BOM) or gzip-compressed (rotated logs). At most READ_CAP_BYTES of text."""
-    if data[:2] == b"\x1f\x8b":
-        import gzip
-        import io
-        import zlib
-
-        try:
-            with gzip.GzipFile(fileobj=io.BytesIO(data)) as gz:
-                data = gz.read(READ_CAP_BYTES)
-        except (OSError, EOFError, zlib.error):
-            pass  # a truncated archive: scan what we have as text, errors replaced
+    with or without a BOM), gzip/bzip2/xz-compressed (rotated logs). At most READ_CAP_BYTES."""
+    data = _decompress(data)
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         return data.decode("utf-16", "replace")
     head = data[:4096]

@@ -253,7 +253,10 @@ def _load_spec_file(path: str) -> List[ProbeSpec]:
         except (TypeError, ValueError):
             raise ConfigError(f"{where}: timeout_s must be a number") from None
         if not 0 < timeout <= 600:
-            raise ConfigError(f"{where}: timeout_s must be between 0 and 600 seconds")
+            raise ConfigError(f"{where}: timeout_s must be more than 0 and at most 600 seconds")
+        for flag in ("fast", "override"):
+            if not isinstance(raw.get(flag, False), bool):
+                raise ConfigError(f"{where}: {flag} must be true or false")
         if not isinstance(raw.get("args", {}), dict):
             raise ConfigError(f"{where}: args must be a table ([probe.args])")
         specs.append(ProbeSpec(

@@ -158,6 +158,10 @@ def _check_condition(cond: Any, where: str) -> None:
     if len(ops) != 1:
         raise ConfigError(f"{where}: condition on {cond['fact']!r} needs exactly one operator")
     op = next(iter(ops))
+    if op == "exists" and not isinstance(cond[op], bool):
+        raise ConfigError(f"{where}: `exists` takes true or false")
+    if op.endswith("_fact") and not isinstance(cond[op], str):
+        raise ConfigError(f"{where}: `{op}` names another fact (a string)")
     if op in ("matches", "matches_fact") and op == "matches":
         try:
             re.compile(cond[op])
@@ -204,6 +208,8 @@ def _parse_rule(raw: Any, path: str, n: int) -> Rule:
     unknown = set(raw) - RULE_KEYS
     if unknown:
         raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r}")
+    if not isinstance(raw.get("extend", False), bool):
+        raise ConfigError(f"{where}: extend must be true or false")
     if raw.get("extend"):
         # adds detection paths to a rule defined (with title, explain, severity) elsewhere
         extra = set(raw) - {"id", "extend", "match", "fix", "for_each", "when", "subject",
@@ -243,10 +249,13 @@ def _parse_rule(raw: Any, path: str, n: int) -> Rule:
             raise ConfigError(f"{where}: evidence must be a list of fact paths")
         if not isinstance(m.get("message", ""), str) or not m.get("message"):
             raise ConfigError(f"{where}: match needs a message")
+        for key in ("subject", "for_each"):
+            if key in m and not isinstance(m[key], str):
+                raise ConfigError(f"{where}: {key} must be a string")
         matches.append(Match(m.get("for_each"), when, m.get("subject", ""), m["message"], ev,
                              msev, _parse_fixes(m.get("fix"), where), file=path))
     docs = raw.get("docs", [])
-    if not isinstance(docs, list):
+    if not isinstance(docs, list) or not all(isinstance(d, str) and d for d in docs):
         raise ConfigError(f"{where}: docs must be a list of URLs")
     rule = Rule(rid, sev, raw["title"].strip(), raw["explain"].strip(), docs, matches,
                 _parse_fixes(raw.get("fix"), where), file=path)

@@ -355,8 +355,12 @@ class Watcher:
                 self._prune = False
             if time.monotonic() - self._last_check >= self.check_interval:
                 self._last_check = time.monotonic()
-                result = run_check(self.host, self.config)
-                events += self.tracker.check(result.findings)
+                try:
+                    result = run_check(self.host, self.config)
+                    events += self.tracker.check(result.findings)
+                except Exception as e:  # a bug in a rule or deriver must not stop the daemon
+                    events.append(Event("probe-failed", "check", "error",
+                                        f"the full check failed: {type(e).__name__}: {e}"))
         finally:
             self._busy = False
         for ev in events:

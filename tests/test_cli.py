@@ -176,6 +176,9 @@ def test_corrupt_snapshot_metadata_is_one_line_exit_2(tmp_path):
         _snap(tmp_path, "rc", commands_toml=b'[[command]]\nargv = ["x"]\nreturncode = "zero"\n'),
         _snap(tmp_path, "meta", snapshot_toml=bytes(range(128, 256))),
         _snap(tmp_path, "stat", stat_toml=b"path = 5\n"),
+        _snap(tmp_path, "argv", commands_toml=b'[[command]]\nargv = []\nreturncode = 0\n'),
+        _snap(tmp_path, "statkind", stat_toml=b'[[path]]\npath = "/dev/x"\ntype = "weird"\n'),
+        _snap(tmp_path, "statmode", stat_toml=b'[[path]]\npath = "/dev/x"\ntype = "char"\nmode = 5\n'),
         _snap(tmp_path, "empty"),
     ]
     for snap in cases:
@@ -221,7 +224,7 @@ def test_interrupt_exits_130_without_a_traceback(tmp_path):
     assert "interrupted" in err and "Traceback" not in err
 
 
-def test_utf16_and_gzip_logs_are_read(tmp_path):
+def test_utf16_and_compressed_logs_are_read(tmp_path):
     import gzip
 
     src = next((case_path("c3-14-ort-verbose-node-placements") / "logs").iterdir())
@@ -230,7 +233,14 @@ def test_utf16_and_gzip_logs_are_read(tmp_path):
     u16.write_bytes(b"\xff\xfe" + text.encode("utf-16-le"))
     gz = tmp_path / "run.log.1.gz"
     gz.write_bytes(gzip.compress(text.encode()))
-    for log in (u16, gz):
+    import bz2
+    import lzma
+
+    bz = tmp_path / "run.log.2.bz2"
+    bz.write_bytes(bz2.compress(text.encode()))
+    xz = tmp_path / "run.log.3.xz"
+    xz.write_bytes(lzma.compress(text.encode()))
+    for log in (u16, gz, bz, xz):
         out = run_cli("check", "--log", str(log), "--format", "json", "--fail-on", "never",
                       "--select", "cpu-fallback-logged")
         report = json.loads(out.stdout)

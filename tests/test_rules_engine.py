@@ -114,6 +114,13 @@ def test_version_operators_go_through_the_normaliser(tmp_path):
     ('[[rule]]\nid = "x-y"\n', "rule x-y: severity must be"),
     ('[[rule]\nid = "x-y"\n', "not valid TOML"),
     ('[[rules]]\nid = "x-y"\n', "unknown table 'rules'"),
+    ('[[rule]]\nid = "x-y"\nseverity = "info"\ntitle = "t"\nexplain = "e"\nwhen = [{fact = "a", eq = 1}]\nmessage = "m"\nsubject = 5\n',
+     "rule x-y: subject must be a string"),
+    ('[[rule]]\nid = "x-y"\nseverity = "info"\ntitle = "t"\nexplain = "e"\ndocs = [5]\nwhen = [{fact = "a", eq = 1}]\nmessage = "m"\n',
+     "rule x-y: docs must be a list of URLs"),
+    ('[[rule]]\nid = "x-y"\nseverity = "info"\ntitle = "t"\nexplain = "e"\nwhen = [{fact = "a", exists = "yes"}]\nmessage = "m"\n',
+     "rule x-y: `exists` takes true or false"),
+    ('[[rule]]\nid = "x-y"\nextend = "yes"\n', "rule x-y: extend must be true or false"),
 ])
 def test_bad_rules_files_name_file_rule_and_problem(tmp_path, snippet, expected):
     p = tmp_path / "bad.toml"
