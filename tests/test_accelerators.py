@@ -535,3 +535,12 @@ def test_nvidia_gpu_function_found_audio_function_not_and_idle_link_speed_not_de
     assert a["pcie"]["cur_speed_gts"] == 2.5 and a["driver"]["name"] == "nvidia"
     # NVIDIA GPUs lower the link speed at idle; full width, so nothing is degraded
     assert "pcie-link-degraded" not in finding_ids(report)
+
+
+def test_a_dangling_class_link_is_not_an_accelerator(tmp_path):
+    # the device directory is gone (removed, fell off the bus) but a stale accel link stays
+    snap = tmp_path / "snap"
+    shutil.copytree(str(case_path("k06-intel-npu-user-not-in-render")), str(snap), symlinks=True)
+    shutil.rmtree(str(snap / "fs/sys/devices/pci0000:00"))
+    report = check_json(snap)
+    assert report["facts"].get("accelerators", []) == []

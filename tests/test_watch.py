@@ -279,3 +279,26 @@ def test_fix_shows_the_sysfs_write_and_refuses_to_apply_to_a_snapshot():
     assert refused.returncode == 2 and "snapshot" in refused.stderr
     healthy = run_cli("fix", "--snapshot", str(case_path("k05-rk3588-healthy")))
     assert healthy.returncode == 0 and "Nothing to write" in healthy.stdout
+
+
+def test_device_removed_and_added_as_the_card_leaves_and_returns(tmp_path):
+    snap = tmp_path / "laptop"
+    shutil.copytree(case_path("k06-intel-npu-user-not-in-render"), snap, symlinks=True)
+    fs = snap / "fs"
+    parts = [fs / "sys/devices/pci0000:00", fs / "sys/class/accel/accel0",
+             fs / "sys/bus/pci/devices/0000:00:0b.0"]
+    away = tmp_path / "away"
+    away.mkdir()
+    d = Daemon(snap, "--interval", "0.2", "--check-interval", "3600")
+    try:
+        d.wait_note("READY=1")
+        for i, p in enumerate(parts):  # what the kernel removes when the device goes
+            shutil.move(str(p), str(away / str(i)))
+        gone = d.wait_event("device-removed")
+        assert "0000:00:0b.0" in gone["subject"] and gone["severity"] == "error"
+        for i, p in enumerate(parts):
+            shutil.move(str(away / str(i)), str(p))
+        back = d.wait_event("device-added")
+        assert "0000:00:0b.0" in back["subject"]
+    finally:
+        d.close()

@@ -369,6 +369,8 @@ def scan_class_devices(inv: _Inventory) -> None:
         cls = spec.get("class")
         pattern = spec.get("pattern", "*")
         for classdev in host.glob(f"/sys/class/{cls}/{pattern}"):
+            if not host.is_dir(classdev):
+                continue  # a dangling link: the device behind it is gone
             cname = posixpath.basename(classdev)
             parent = _class_parent(host, classdev)
             key = inv.find_by_sysfs(parent)
