@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,18 @@ def case_path(name: str) -> Path:
     if not matches:
         pytest.skip(f"case {name} not available under {CASES}")
     return matches[0]
+
+
+def copy_case(name: str, dest: Path) -> Path:
+    """A writable copy of a real case at `dest` (the shared cases are read-only), symlinks kept."""
+    shutil.copytree(str(case_path(name)), str(dest), symlinks=True)
+    for root, dirs, files in os.walk(dest):
+        for n in dirs + files:
+            p = os.path.join(root, n)
+            if not os.path.islink(p):
+                os.chmod(p, 0o755 if os.path.isdir(p) else 0o644)
+    os.chmod(dest, 0o755)
+    return dest
 
 
 def run_cli(*args: str, env: dict = None, timeout: float = 60) -> subprocess.CompletedProcess:

@@ -22,15 +22,9 @@ from npu_doctor.collectors.accelerators import link_devfreq, link_thermal, parse
 from npu_doctor.probes import load_specs, run_probes
 from npu_doctor.tomlcompat import tomllib
 
-from conftest import case_path, check_json, fact_values, finding_ids, run_cli
+from conftest import case_path, check_json, copy_case, fact_values, finding_ids, run_cli
 
 NPU = "fs/sys/devices/platform/fdab0000.npu"
-
-
-def copy_case(name, tmp_path):
-    dst = tmp_path / name
-    shutil.copytree(case_path(name), dst, symlinks=True)
-    return dst
 
 
 def accel(report, vendor=None):
@@ -208,13 +202,13 @@ def test_c1_04_driver_only_in_debugfs():
 
 # -- fixture trees copied from the cases and edited -----------------------------------------
 def test_power_control_on_clears_autosuspend(tmp_path):
-    snap = copy_case("k01-rk3588-npu-autosuspend", tmp_path)
+    snap = copy_case("k01-rk3588-npu-autosuspend", tmp_path / "snap")
     (snap / NPU / "power/control").write_text("on\n")
     assert "runtime-autosuspend" not in finding_ids(check_json(snap))
 
 
 def test_negative_autosuspend_delay_is_not_autosuspend(tmp_path):
-    snap = copy_case("k01-rk3588-npu-autosuspend", tmp_path)
+    snap = copy_case("k01-rk3588-npu-autosuspend", tmp_path / "snap")
     (snap / NPU / "power/autosuspend_delay_ms").write_text("-1\n")
     assert "runtime-autosuspend" not in finding_ids(check_json(snap))
 
@@ -236,13 +230,13 @@ def _set_freq(snap, governor, cur, load=None):
     ("performance", 1000000000, None, False),
 ])
 def test_governor_rule_reports_only_a_clock_pinned_below_max(tmp_path, governor, cur, load, fires):
-    snap = copy_case("k05-rk3588-healthy", tmp_path)
+    snap = copy_case("k05-rk3588-healthy", tmp_path / "snap")
     _set_freq(snap, governor, cur, load)
     assert ("governor-not-performance" in finding_ids(check_json(snap))) == fires
 
 
 def test_busy_npu_clears_cpu_fallback(tmp_path):
-    snap = copy_case("k04-rk3588-npu-idle-cpu-busy", tmp_path)
+    snap = copy_case("k04-rk3588-npu-idle-cpu-busy", tmp_path / "snap")
     (snap / "fs/sys/kernel/debug/rknpu/load").write_text("NPU load:  Core0: 60%, Core1: 0%, Core2: 0%,\n")
     report = check_json(snap)
     assert accel(report)["utilization_percent"] == 60
@@ -250,7 +244,7 @@ def test_busy_npu_clears_cpu_fallback(tmp_path):
 
 
 def test_valid_load_gives_utilization_and_no_invalid_reading(tmp_path):
-    snap = copy_case("c1-07-rknpu-load-core2-overflow", tmp_path)
+    snap = copy_case("c1-07-rknpu-load-core2-overflow", tmp_path / "snap")
     (snap / "fs/sys/kernel/debug/rknpu/load").write_text("NPU load:  Core0: 99%, Core1: 99%, Core2: 12%")
     report = check_json(snap)
     assert accel(report)["utilization_percent"] == 99
@@ -258,7 +252,7 @@ def test_valid_load_gives_utilization_and_no_invalid_reading(tmp_path):
 
 
 def test_coral_with_gasket_temp_has_temperature(tmp_path):
-    snap = copy_case("c1-12-coral-apex-no-thermal-attrs", tmp_path)
+    snap = copy_case("c1-12-coral-apex-no-thermal-attrs", tmp_path / "snap")
     apex = snap / "fs/sys/class/apex/apex_0"
     (apex / "temp").write_text("45500\n")  # millidegrees (coral.ai/docs/pcie-parameters)
     (apex / "trip_point0_temp").write_text("85000\n")
@@ -269,7 +263,7 @@ def test_coral_with_gasket_temp_has_temperature(tmp_path):
 
 
 def test_without_stat_toml_permission_is_unknown_not_a_finding(tmp_path):
-    snap = copy_case("k06-intel-npu-user-not-in-render", tmp_path)
+    snap = copy_case("k06-intel-npu-user-not-in-render", tmp_path / "snap")
     (snap / "stat.toml").unlink()
     report = check_json(snap)
     a = accel(report, "intel-npu")
@@ -278,7 +272,7 @@ def test_without_stat_toml_permission_is_unknown_not_a_finding(tmp_path):
 
 
 def test_user_in_render_group_can_open(tmp_path):
-    snap = copy_case("k06-intel-npu-user-not-in-render", tmp_path)
+    snap = copy_case("k06-intel-npu-user-not-in-render", tmp_path / "snap")
     text = (snap / "commands.toml").read_text().replace("27(sudo)", "27(sudo),992(render)")
     (snap / "commands.toml").write_text(text)
     report = check_json(snap)
@@ -287,7 +281,7 @@ def test_user_in_render_group_can_open(tmp_path):
 
 
 def test_root_only_node_needs_a_udev_rule_not_just_a_group(tmp_path):
-    snap = copy_case("k06-intel-npu-user-not-in-render", tmp_path)
+    snap = copy_case("k06-intel-npu-user-not-in-render", tmp_path / "snap")
     text = (snap / "stat.toml").read_text().replace('mode = "0660"', 'mode = "0600"').replace("gid = 992", "gid = 0")
     (snap / "stat.toml").write_text(text)
     f = finding(check_json(snap), "device-node-permission")
@@ -297,7 +291,7 @@ def test_root_only_node_needs_a_udev_rule_not_just_a_group(tmp_path):
 
 
 def test_unbound_pci_npu_is_driver_not_loaded(tmp_path):
-    snap = copy_case("k06-intel-npu-user-not-in-render", tmp_path)
+    snap = copy_case("k06-intel-npu-user-not-in-render", tmp_path / "snap")
     os.remove(snap / "fs/sys/devices/pci0000:00/0000:00:0b.0/driver")
     shutil.rmtree(snap / "fs/sys/devices/pci0000:00/0000:00:0b.0/accel")
     os.remove(snap / "fs/sys/class/accel/accel0")
@@ -312,7 +306,7 @@ def test_unbound_pci_npu_is_driver_not_loaded(tmp_path):
 
 def _hailo_card(tmp_path, cur_speed, max_speed, cur_w, max_w):
     """A Hailo-8 M.2 card laid out like k06's PCI device, with PCIe link attributes."""
-    snap = copy_case("k06-intel-npu-user-not-in-render", tmp_path)
+    snap = copy_case("k06-intel-npu-user-not-in-render", tmp_path / "snap")
     dev = snap / "fs/sys/devices/pci0000:00/0000:00:0b.0"
     (dev / "vendor").write_text("0x1e60\n")
     (dev / "device").write_text("0x2864\n")
@@ -477,7 +471,7 @@ def test_shipped_udev_rule_file_sets_power_control_on():
 
 
 def test_npu_disabled_in_device_tree_is_named(tmp_path):
-    snap = copy_case("k01-rk3588-npu-autosuspend", tmp_path)
+    snap = copy_case("k01-rk3588-npu-autosuspend", tmp_path / "snap")
     # the NPU left disabled (as rv1106.dtsi / some rk3588 board trees ship it): no platform
     # device, no devfreq, no debugfs
     shutil.rmtree(snap / NPU)
@@ -499,7 +493,7 @@ def test_npu_disabled_in_device_tree_is_named(tmp_path):
 
 
 def test_garbage_load_is_a_probe_error_and_the_version_is_kept(tmp_path):
-    snap = copy_case("k01-rk3588-npu-autosuspend", tmp_path)
+    snap = copy_case("k01-rk3588-npu-autosuspend", tmp_path / "snap")
     (snap / "fs/sys/kernel/debug/rknpu/load").write_bytes(b"\xff\xfe garbage \x00\n")
     report = check_json(snap)
     probe = [p for p in report["probes"] if p["id"] == "rknpu-debugfs"][0]
@@ -511,7 +505,7 @@ def test_garbage_load_is_a_probe_error_and_the_version_is_kept(tmp_path):
 
 
 def test_nvidia_gpu_function_found_audio_function_not_and_idle_link_speed_not_degraded(tmp_path):
-    snap = copy_case("k06-intel-npu-user-not-in-render", tmp_path)
+    snap = copy_case("k06-intel-npu-user-not-in-render", tmp_path / "snap")
     dev = snap / "fs/sys/devices/pci0000:00/0000:00:0b.0"
     (dev / "vendor").write_text("0x10de\n")
     (dev / "device").write_text("0x2335\n")

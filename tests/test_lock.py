@@ -18,23 +18,10 @@ from npu_doctor.lock import (LockfileError, check_arch, diff, display_path, load
                              parse_ignore, plural, read_lockfile)
 from npu_doctor.tomlcompat import tomllib
 
-from conftest import REPO, case_path, run_cli
+from conftest import REPO, copy_case, run_cli
 
 DRIVER_FILE = "fs/sys/kernel/debug/rknpu/version"
 CONTROL_FILE = "fs/sys/devices/platform/fdab0000.npu/power/control"
-
-
-def copy_case(name: str, dest: Path) -> Path:
-    """A writable copy of a real case (the shared cases are read-only)."""
-    src = case_path(name)
-    shutil.copytree(src, dest, symlinks=True)
-    for root, dirs, files in os.walk(dest):
-        for n in dirs + files:
-            p = os.path.join(root, n)
-            if not os.path.islink(p):
-                os.chmod(p, 0o755 if os.path.isdir(p) else 0o644)
-    os.chmod(dest, 0o755)
-    return dest
 
 
 def write(path: Path, text: str) -> None:

@@ -8,7 +8,6 @@ import os
 import platform
 import resource
 import shutil
-import stat
 import subprocess
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ from npu_doctor.parsers.proc import (cpu_busy_percent, elf_arch, parse_cpu_list,
 from npu_doctor.probes import CommandCache, ProbeSpec, _run_one, load_signatures
 from npu_doctor.rules import RuleSet, evaluate, load_rule_file
 
-from conftest import REPO, case_path, check_json, finding_ids
+from conftest import REPO, case_path, check_json, copy_case, finding_ids
 
 registry.load_all()
 
@@ -33,19 +32,6 @@ def probe(host, collector, args=None, **options):
     """Run one collector as the engine does; returns its ProbeResult."""
     spec = ProbeSpec(id=collector, collector=collector, args=args or {})
     return _run_one(spec, host, CommandCache(host), options)
-
-
-def copy_case(name, tmp_path) -> Path:
-    """A writable copy of a real case snapshot."""
-    dst = tmp_path / "snap"
-    shutil.copytree(str(case_path(name)), str(dst), symlinks=True)
-    for root, dirs, files in os.walk(dst):
-        for n in dirs + files:
-            p = os.path.join(root, n)
-            if not os.path.islink(p):
-                os.chmod(p, os.stat(p).st_mode | stat.S_IWUSR)
-    os.chmod(dst, 0o755)
-    return dst
 
 
 def write(snap: Path, path: str, text) -> None:
@@ -230,7 +216,7 @@ def test_cpu_sample_on_the_live_host_measures_a_window():
 
 
 def test_cpu_busy_from_two_real_proc_stat_readings_in_a_snapshot(tmp_path):
-    snap = copy_case("k04", tmp_path)
+    snap = copy_case("k04", tmp_path / "snap")
     first = Path("/proc/stat").read_text()
     x = 0
     end = time.monotonic() + 0.3
@@ -251,7 +237,7 @@ def test_cpu_busy_from_two_real_proc_stat_readings_in_a_snapshot(tmp_path):
 
 
 def test_cpu_stat_readings_out_of_order_are_a_probe_error(tmp_path):
-    snap = copy_case("k04", tmp_path)
+    snap = copy_case("k04", tmp_path / "snap")
     text = Path("/proc/stat").read_text()
     write(snap, "/proc/stat", text)
     write(snap, "/proc/stat.1", text)  # the same reading twice: no time passed
@@ -261,7 +247,7 @@ def test_cpu_stat_readings_out_of_order_are_a_probe_error(tmp_path):
 
 
 def test_garbage_loadavg_is_an_error_not_a_traceback(tmp_path):
-    snap = copy_case("k04", tmp_path)
+    snap = copy_case("k04", tmp_path / "snap")
     write(snap, "/proc/loadavg", "\x00\xff garbage\n")
     res = probe(SnapshotHost(str(snap)), "cpu")
     assert res.status == "ok"  # count still known
@@ -382,7 +368,7 @@ def test_user_of_the_intel_npu_case():
 
 
 def test_user_groups_resolved_from_etc_group_when_id_prints_numbers(tmp_path):
-    snap = copy_case("k06", tmp_path)
+    snap = copy_case("k06", tmp_path / "snap")
     text = (snap / "commands.toml").read_text().replace(
         "uid=1000(user) gid=1000(user) groups=1000(user),4(adm),27(sudo)",
         "uid=1000 gid=1000 groups=1000,4,992,5000")
@@ -401,7 +387,7 @@ def test_user_on_the_live_host():
 
 
 def test_garbage_id_output_is_a_probe_error(tmp_path):
-    snap = copy_case("k06", tmp_path)
+    snap = copy_case("k06", tmp_path / "snap")
     text = (snap / "commands.toml").read_text().replace(
         "uid=1000(user) gid=1000(user) groups=1000(user),4(adm),27(sudo)", "id: cannot find name for user ID 1000")
     (snap / "commands.toml").write_text(text)

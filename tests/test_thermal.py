@@ -5,8 +5,6 @@ reads garbage, a temp that cannot be read)."""
 from __future__ import annotations
 
 import os
-import shutil
-import stat
 from pathlib import Path
 
 import pytest
@@ -17,7 +15,7 @@ from npu_doctor.parsers.thermal import build_devfreq, build_zone, millideg_to_c
 from npu_doctor.probes import CommandCache, ProbeSpec, _run_one
 from npu_doctor.rules import RuleSet, evaluate, load_rule_file
 
-from conftest import REPO, case_path, check_json, finding_ids
+from conftest import REPO, case_path, check_json, copy_case, finding_ids
 
 registry.load_all()
 THERMAL_IDS = {"thermal-throttling", "thermal-headroom-low", "sensor-reading-invalid"}
@@ -26,17 +24,6 @@ THERMAL_IDS = {"thermal-throttling", "thermal-headroom-low", "sensor-reading-inv
 def probe(host, collector):
     spec = ProbeSpec(id=collector, collector=collector)
     return _run_one(spec, host, CommandCache(host), {})
-
-
-def copy_case(name, tmp_path) -> Path:
-    dst = tmp_path / "snap"
-    shutil.copytree(str(case_path(name)), str(dst), symlinks=True)
-    for root, dirs, files in os.walk(dst):
-        for n in dirs + files:
-            p = os.path.join(root, n)
-            if not os.path.islink(p):
-                os.chmod(p, os.stat(p).st_mode | stat.S_IWUSR)
-    return dst
 
 
 def zone_file(snap: Path, zone: str, attr: str) -> Path:
@@ -130,20 +117,20 @@ def test_k03_devfreq_powersave():
     ("69000", set()),                         # 6 °C: fine
 ])
 def test_soc_zone_heated_towards_its_trips(tmp_path, millideg, expect):
-    snap = copy_case("k05", tmp_path)
+    snap = copy_case("k05", tmp_path / "snap")
     zone_file(snap, "thermal_zone0", "temp").write_text(millideg + "\n")
     assert {f.id for f in findings(snap)} == expect
 
 
 def test_headroom_message_names_the_trip(tmp_path):
-    snap = copy_case("k05", tmp_path)
+    snap = copy_case("k05", tmp_path / "snap")
     zone_file(snap, "thermal_zone0", "temp").write_text("71500\n")
     (f,) = findings(snap)
     assert f.message == "soc-thermal at 71.5 °C is 3.5 °C below its passive trip 75 °C"
 
 
 def test_critical_trip_is_an_error(tmp_path):
-    snap = copy_case("k05", tmp_path)
+    snap = copy_case("k05", tmp_path / "snap")
     zone_file(snap, "thermal_zone6", "temp").write_text("115000\n")  # npu-thermal: critical only
     (f,) = findings(snap)
     assert f.id == "thermal-throttling" and f.severity == "error"
@@ -152,7 +139,7 @@ def test_critical_trip_is_an_error(tmp_path):
 
 @pytest.mark.parametrize("raw", ["-273150", "429496729", "250000"])
 def test_impossible_readings_are_invalid_not_throttling(tmp_path, raw):
-    snap = copy_case("k02", tmp_path)
+    snap = copy_case("k02", tmp_path / "snap")
     zone_file(snap, "thermal_zone0", "temp").write_text(raw + "\n")
     found = findings(snap)
     invalid = [f for f in found if f.id == "sensor-reading-invalid"]
@@ -164,7 +151,7 @@ def test_impossible_readings_are_invalid_not_throttling(tmp_path, raw):
 
 
 def test_garbage_temp_keeps_the_zone_without_a_temperature(tmp_path):
-    snap = copy_case("k02", tmp_path)
+    snap = copy_case("k02", tmp_path / "snap")
     zone_file(snap, "thermal_zone0", "temp").write_text("\x00\xffgarbage\n")
     res = probe(SnapshotHost(str(snap)), "thermal")
     assert res.status == "ok"
@@ -178,7 +165,7 @@ def test_garbage_temp_keeps_the_zone_without_a_temperature(tmp_path):
 def test_unreadable_temp_is_a_read_error(tmp_path):
     # tests run as root, so chmod 000 would not stop a read: a directory where the file
     # should be fails the read the way EIO/EINVAL does on a live sensor
-    snap = copy_case("k02", tmp_path)
+    snap = copy_case("k02", tmp_path / "snap")
     temp = zone_file(snap, "thermal_zone0", "temp")
     temp.unlink()
     temp.mkdir()
@@ -199,7 +186,7 @@ def test_unreadable_temp_is_a_read_error(tmp_path):
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads mode-000 files")
 def test_permission_denied_temp_is_recorded(tmp_path):
-    snap = copy_case("k02", tmp_path)
+    snap = copy_case("k02", tmp_path / "snap")
     temp = zone_file(snap, "thermal_zone0", "temp")
     temp.chmod(0)
     res = probe(SnapshotHost(str(snap)), "thermal")
@@ -208,7 +195,7 @@ def test_permission_denied_temp_is_recorded(tmp_path):
 
 
 def test_bad_trip_points_are_skipped(tmp_path):
-    snap = copy_case("k05", tmp_path)
+    snap = copy_case("k05", tmp_path / "snap")
     zone_file(snap, "thermal_zone0", "trip_point_0_temp").write_text("n/a\n")
     zone_file(snap, "thermal_zone0", "trip_point_1_type").unlink()
     soc = zones_by_type(probe(SnapshotHost(str(snap)), "thermal"))["soc-thermal"]
@@ -218,7 +205,7 @@ def test_bad_trip_points_are_skipped(tmp_path):
 
 
 def test_cooling_devices(tmp_path):
-    snap = copy_case("k02", tmp_path)
+    snap = copy_case("k02", tmp_path / "snap")
     fan = snap / "fs/sys/devices/virtual/thermal/cooling_device0"
     fan.mkdir(parents=True)
     (fan / "type").write_text("pwm-fan\n")
@@ -251,7 +238,7 @@ def test_live_thermal_and_devfreq_do_not_fail():
 
 # -- devfreq fixtures -----------------------------------------------------------------------
 def test_devfreq_device_link_wins(tmp_path):
-    snap = copy_case("k02", tmp_path)
+    snap = copy_case("k02", tmp_path / "snap")
     real = snap / "fs/sys/devices/platform/fdab0000.npu/devfreq/fdab0000.npu"
     os.symlink("../../../fdab0000.npu", real / "device")
     res = probe(SnapshotHost(str(snap)), "devfreq")
@@ -261,7 +248,7 @@ def test_devfreq_device_link_wins(tmp_path):
 def test_devfreq_of_a_gpu_directly_under_its_device(tmp_path):
     # the Mali/Jetson layout: /sys/class/devfreq/NAME -> /sys/devices/platform/NAME.gpu/devfreq/NAME
     # and a devfreq entry that is a plain directory (a snapshot that lost its links): no device
-    snap = copy_case("k02", tmp_path)
+    snap = copy_case("k02", tmp_path / "snap")
     gpu = snap / "fs/sys/devices/platform/fb000000.gpu/devfreq/fb000000.gpu"
     gpu.mkdir(parents=True)
     (gpu / "cur_freq").write_text("garbage\n")
