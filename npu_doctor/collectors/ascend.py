@@ -177,16 +177,23 @@ def _toolkit_infos(ctx: ProbeContext) -> List[str]:
     return seen
 
 
+def _info_file(ctx: ProbeContext, path: str) -> Optional[Dict[str, str]]:
+    """A `key=value` version/install file parsed, or None when missing or unreadable."""
+    text = ctx.read(path)
+    if not text:
+        return None
+    try:
+        return P.parse_info_file(text)
+    except ValueError:
+        return None
+
+
 @collector("ascend_versions")
 def collect_versions(ctx: ProbeContext) -> None:
     found = False
     for path, key in ((DRIVER_INFO, "driver"), (FIRMWARE_INFO, "firmware")):
-        text = ctx.read(path)
-        if not text:
-            continue
-        try:
-            info = P.parse_info_file(text)
-        except ValueError:
+        info = _info_file(ctx, path)
+        if info is None:
             continue
         found = True
         keep = {"version": info.get("version") or info.get("package_version"),
@@ -196,24 +203,13 @@ def collect_versions(ctx: ProbeContext) -> None:
                 "compatible_version_fw": info.get("compatible_version_fw"),
                 "compatible_version_drv": info.get("compatible_version_drv")}
         ctx.facts.set(f"ascend.{key}", {k: v for k, v in keep.items() if v}, path)
-    inst = ctx.read(INSTALL_INFO)
-    if inst:
-        try:
-            kv = P.parse_info_file(inst)
-            p = kv.get("driver_install_path_param") or kv.get("driver_install_path")
-            if p:
-                ctx.facts.set("ascend.driver.install_path", p, INSTALL_INFO)
-        except ValueError:
-            pass
+    kv = _info_file(ctx, INSTALL_INFO) or {}
+    p = kv.get("driver_install_path_param") or kv.get("driver_install_path")
+    if p:
+        ctx.facts.set("ascend.driver.install_path", p, INSTALL_INFO)
     for path in _toolkit_infos(ctx):
-        text = ctx.read(path)
-        if not text:
-            continue
-        try:
-            info = P.parse_info_file(text)
-        except ValueError:
-            continue
-        if not info.get("version"):
+        info = _info_file(ctx, path)
+        if not info or not info.get("version"):
             continue
         found = True
         cann = {"version": info["version"], "innerversion": info.get("innerversion"),
