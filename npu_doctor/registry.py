@@ -63,6 +63,8 @@ def load_all() -> None:
             for fn in os.listdir(d):
                 if fn.endswith(".py") and not fn.startswith("_"):
                     names.add(fn[:-3])
+                elif not fn.startswith("_") and os.path.isfile(os.path.join(d, fn, "__init__.py")):
+                    names.add(fn)   # a subpackage (parsers/fallback/) imports its modules
         for name in sorted(names):
             importlib.import_module(f"{pkg.__name__}.{name}")
     _loaded = True

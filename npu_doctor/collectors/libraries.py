@@ -4,7 +4,7 @@ Finds the SDK's shared objects at the vendor locations of the probe spec
 (`[[probe.args.location]]`: sdk + globs, `**` = any depth, bounded) and — on a live host — in
 the installed Python distributions the spec names (`python_distributions`, fnmatch on the
 normalised name, found through `importlib.metadata`). Each is resolved like ld.so does
-(`npu_doctor.ldso`) and its symbol versions checked.
+(`npu_doctor.linker.ldso`) and its symbol versions checked.
 
 One `libraries[]` record per SDK library, plus one per dependency outside the SDK that has a
 problem of its own (`dependency_of` = the SDK library that pulls it in):
@@ -34,13 +34,13 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from .. import elf as elfmod
+from ..linker import elf as elfmod
 from .. import versions
-from ..elf import ElfError, NotElf, read_elf
+from ..linker.elf import ElfError, NotElf, read_elf
 from ..errors import HostError
 from ..facts import Facts
 from ..host import Host
-from ..ldso import Node, Resolver, glibc_version_of
+from ..linker.ldso import Node, Resolver, glibc_version_of
 from ..probes import NoData, ProbeContext
 from ..registry import collector, deriver
 
