@@ -1,0 +1,94 @@
+"""The rule model: rules, their matches and fixes, findings, the rule set (see npu_doctor.rules)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+
+SEVERITIES = ("error", "warning", "info")
+SEVERITY_RANK = {"info": 1, "warning": 2, "error": 3}
+FIX_KINDS = ("now", "persist", "doc")
+RULE_KEYS = {"id", "severity", "title", "explain", "docs", "match", "fix", "for_each", "when",
+             "subject", "message", "evidence", "tags", "extend"}
+MATCH_KEYS = {"for_each", "when", "subject", "message", "evidence", "severity", "fix"}
+FIX_KEYS = {"kind", "text", "sysfs_write", "when", "url"}
+_CMP = {"eq", "ne", "lt", "le", "gt", "ge", "in", "not_in", "contains", "matches",
+        "version_lt", "version_le", "version_gt", "version_ge", "version_eq", "version_ne"}
+OPERATORS = _CMP | {f"{o}_fact" for o in _CMP} | {"exists", "version_prefix"}
+#: Rules that compare versions against the matrices.
+VERSION_RULE_RE = re.compile(r"mismatch|incompatible|not-in-matrix")
+_ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_TEMPLATE_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.\[\]\-]*)\}")
+
+
+@dataclass
+class Fix:
+    kind: str
+    text: str
+    sysfs_write: Optional[Dict[str, str]] = None
+    when: List[Any] = field(default_factory=list)
+
+
+@dataclass
+class Match:
+    for_each: Optional[str]
+    when: List[Any]
+    subject: str
+    message: str
+    evidence: List[str]
+    severity: Optional[str]
+    fixes: List[Fix]
+    file: str = ""
+
+
+@dataclass
+class Rule:
+    id: str
+    severity: str
+    title: str
+    explain: str
+    docs: List[str]
+    matches: List[Match]
+    fixes: List[Fix]
+    file: str = ""
+    extend: bool = False
+
+
+@dataclass
+class Finding:
+    id: str
+    severity: str
+    title: str
+    message: str
+    subject: str
+    evidence: List[Dict[str, Any]]
+    fixes: List[Dict[str, Any]]
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"id": self.id, "severity": self.severity, "title": self.title,
+                "message": self.message, "subject": self.subject,
+                "evidence": self.evidence, "fixes": self.fixes}
+
+
+@dataclass
+class RuleSet:
+    rules: List[Rule]
+    matrices: Dict[str, List[Dict[str, Any]]] = field(default_factory=dict)
+    #: matrix id -> (file it is defined in, its description)
+    matrix_info: Dict[str, Tuple[str, str]] = field(default_factory=dict)
+
+    def matrices_for(self, rule: "Rule") -> List[str]:
+        """Ids of the version matrices behind a version rule: those kept in the files that
+        define or extend it. Other rules (thermal, sensors) use no matrix."""
+        if not VERSION_RULE_RE.search(rule.id):
+            return []
+        files = {rule.file} | {m.file for m in rule.matches}
+        return [mid for mid, (f, _d) in self.matrix_info.items() if f in files]
+
+    def get(self, rule_id: str) -> Optional[Rule]:
+        for r in self.rules:
+            if r.id == rule_id:
+                return r
+        return None
