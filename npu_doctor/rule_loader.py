@@ -9,6 +9,7 @@ from typing import Any, Dict, Iterable, List, Tuple
 from .errors import ConfigError
 from .datafiles import read_toml
 from .resources import data_files
+from .matrices import matrix_descriptions, read_matrices
 from .rule_model import (_ID_RE, FIX_KEYS, FIX_KINDS, MATCH_KEYS, OPERATORS, RULE_KEYS, SEVERITIES,
                          Fix, Match, Rule, RuleSet)
 
@@ -153,17 +154,8 @@ def load_rule_file(path: str) -> Tuple[List[Rule], Dict[str, List[Dict[str, Any]
         if not isinstance(data.get(table, []), list):
             raise ConfigError(f"{path}: `{table}` must be an array of tables ([[{table}]])")
     rules = [_parse_rule(r, path, n) for n, r in enumerate(data.get("rule", []))]
-    matrices: Dict[str, List[Dict[str, Any]]] = {}
-    _MATRIX_DESCRIPTIONS.update({m["id"]: str(m.get("description", "")) for m in data.get("matrix", [])
-                                 if isinstance(m, dict) and isinstance(m.get("id"), str)})
-    for n, m in enumerate(data.get("matrix", [])):
-        if not isinstance(m, dict) or not isinstance(m.get("id"), str):
-            raise ConfigError(f"{path}: matrix #{n + 1}: missing id")
-        rows = m.get("row", [])
-        for i, row in enumerate(rows):
-            if not isinstance(row, dict) or not row.get("source"):
-                raise ConfigError(f"{path}: matrix {m['id']}: row {i + 1} has no source")
-        matrices.setdefault(m["id"], []).extend(rows)
+    _MATRIX_DESCRIPTIONS.update(matrix_descriptions(data))
+    matrices = read_matrices(path, data)
     return rules, matrices
 
 

@@ -25,7 +25,7 @@ from ..facts import Facts
 from ..parsers import coral as P
 from ..probes import NoData, ProbeContext
 from ..registry import collector, deriver
-from .ascend import load_matrix
+from ..matrices import matrix_rows
 from .hailo import dpkg_versions
 
 LIB_GLOBS = ("/usr/lib/*-linux-gnu/libedgetpu.so.1*", "/usr/lib/libedgetpu.so.1*",
@@ -133,7 +133,7 @@ def derive_coral(facts: Facts, host) -> None:
             break
     # 2) DKMS build failures, one per log, with the matrix's known cause
     headers = {e["source"]: e for e in _events(facts, "dkms-make-header")}
-    known = load_matrix("gasket-kernel")
+    known = matrix_rows("gasket-kernel")
     failures: List[Dict[str, Any]] = []
     seen = set()
     for e in _events(facts, "gasket-build-error"):
@@ -176,9 +176,9 @@ def derive_coral(facts: Facts, host) -> None:
     comp = facts.get("sdks.edgetpu_compiler.version")
     rt = facts.get("sdks.libedgetpu.version")
     if comp and rt:
-        c_rows = load_matrix("edgetpu-compiler-runtime")
+        c_rows = matrix_rows("edgetpu-compiler-runtime")
         c_row = _level(c_rows, "compiler", comp)
-        r_row = _level(load_matrix("libedgetpu-runtime"), "libedgetpu", rt)
+        r_row = _level(matrix_rows("libedgetpu-runtime"), "libedgetpu", rt)
         if c_row is None and r_row is not None:
             # a compiler between two rows (e.g. 2.1.302470888, released before 14.1 although
             # 2 < 14 numerically) targets at most the runtime of the next newer row; ordered

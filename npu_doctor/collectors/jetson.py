@@ -29,7 +29,7 @@ from ..parsers.jetson import (gpu_load_percent, parse_cudnn_header, parse_nv_teg
                               tensorrt_from_libname)
 from ..probes import NoData, ProbeContext, ProbeError
 from ..registry import collector, deriver
-from .nvidia import load_matrix
+from ..matrices import matrix_rows, matrix_source, set_compat
 
 RELEASE_FILE = "/etc/nv_tegra_release"
 MODEL_FILES = ("/proc/device-tree/model", "/sys/firmware/devicetree/base/model")
@@ -174,7 +174,7 @@ def jetson_matrix(facts: Facts, host: Host) -> None:
     l4t = facts.get("sdks.l4t.version")
     if not l4t:
         return
-    rows = load_matrix("jetpack-l4t")
+    rows = matrix_rows("jetpack-l4t")
     if not rows:
         return
     row = _row_for(str(l4t), rows)
@@ -185,9 +185,9 @@ def jetson_matrix(facts: Facts, host: Host) -> None:
                   "38": "7.x", "39": "7.x"}.get(major)
         if family:
             facts.set("sdks.l4t.jetpack_family", family, src)
-        _set_compat(facts, "jetpack-l4t", {"matrix": "jetpack-l4t", "subject": "L4T", "what": f"L4T {l4t}",
+        set_compat(facts, "jetpack-l4t", {"matrix": "jetpack-l4t", "subject": "L4T", "what": f"L4T {l4t}",
                        "status": "not-in-matrix",
-                       "detail": f"JetPack family {family or 'unknown'} from the major release R{major}"})
+                       "detail": f"JetPack family {family or 'unknown'} from the major release R{major}"}, matrix_source("jetpack-l4t"))
         return
     facts.set("sdks.l4t.jetpack", row.get("jetpack"), f"{src} ({row.get('source')})")
     for comp in ("cuda", "cudnn", "tensorrt"):
@@ -210,10 +210,5 @@ def jetson_matrix(facts: Facts, host: Host) -> None:
             facts.set("sdks.tensorrt.matches_l4t", False)
             status = "mismatch"
             detail.append(f"TensorRT {trt} (JetPack ships {want})")
-    _set_compat(facts, "jetpack-l4t", {"matrix": "jetpack-l4t", "subject": "L4T", "what": f"L4T {l4t}",
-                   "status": status, "detail": "; ".join(detail)})
-
-
-def _set_compat(facts: Facts, key: str, entry: Dict[str, Any]) -> None:
-    """One verdict under compat.<key> (the table form every family uses)."""
-    facts.set(f"compat.{key}", entry, f"rules/ matrix {entry.get('matrix', key)}")
+    set_compat(facts, "jetpack-l4t", {"matrix": "jetpack-l4t", "subject": "L4T", "what": f"L4T {l4t}",
+                   "status": status, "detail": "; ".join(detail)}, matrix_source("jetpack-l4t"))
