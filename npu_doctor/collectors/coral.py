@@ -24,9 +24,10 @@ from ..errors import CommandNotFound, HostError
 from ..facts import Facts
 from ..parsers import coral as P
 from ..probes import NoData, ProbeContext
+from ..sysfs import module_version
 from ..registry import collector, deriver
 from ..matrices import matrix_rows
-from .hailo import dpkg_versions
+from .packages import installed_packages
 
 LIB_GLOBS = ("/usr/lib/*-linux-gnu/libedgetpu.so.1*", "/usr/lib/libedgetpu.so.1*",
              "/usr/local/lib/libedgetpu.so.1*")
@@ -44,12 +45,10 @@ def _upstream(deb: str) -> Optional[str]:
 def collect_coral(ctx: ProbeContext) -> None:
     found = False
     for mod in ("gasket", "apex"):
-        v = ctx.read(f"/sys/module/{mod}/version")
+        v, vpath = module_version(ctx.read, mod)
         if v:
             found = True
-            ctx.facts.set(f"drivers.{mod}", {"version": v, "loaded": True,
-                                             "source": f"/sys/module/{mod}/version"},
-                          f"/sys/module/{mod}/version")
+            ctx.facts.set(f"drivers.{mod}", {"version": v, "loaded": True, "source": vpath}, vpath)
     if ctx.facts.get("drivers.apex.version") is None:
         for d in ctx.host.glob("/sys/class/apex/apex_*"):
             v = ctx.read(f"{d}/driver_version")
@@ -58,7 +57,7 @@ def collect_coral(ctx: ProbeContext) -> None:
                 ctx.facts.set("drivers.apex", {"version": v, "source": f"{d}/driver_version"},
                               f"{d}/driver_version")
                 break
-    pkgs = dpkg_versions(ctx)
+    pkgs = installed_packages(ctx)
     if "gasket-dkms" in pkgs:
         found = True
         ctx.facts.set("drivers.gasket.package", {"name": "gasket-dkms", "version": pkgs["gasket-dkms"]},

@@ -21,14 +21,14 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from .. import versions
-from ..errors import CommandNotFound
 from ..facts import Facts
 from ..host import Host
-from ..parsers.dpkg import parse_dpkg_query, upstream_version
+from ..parsers.dpkg import upstream_version
 from ..parsers.jetson import (gpu_load_percent, parse_cudnn_header, parse_nv_tegra_release,
                               tensorrt_from_libname)
 from ..probes import NoData, ProbeContext, ProbeError
 from ..registry import collector, deriver
+from .packages import installed_packages
 from ..matrices import matrix_rows, matrix_source, set_compat
 
 RELEASE_FILE = "/etc/nv_tegra_release"
@@ -46,19 +46,6 @@ TRT_LIBS = ("/usr/lib/aarch64-linux-gnu/libnvinfer.so.*", "/usr/lib/aarch64-linu
             "/usr/lib/x86_64-linux-gnu/libnvinfer.so.*", "/usr/local/cuda/lib64/libnvinfer.so.*")
 
 
-def _packages(ctx: ProbeContext) -> Dict[str, str]:
-    try:
-        res = ctx.run(["dpkg-query", "-W"])
-    except CommandNotFound:
-        return {}
-    if not res.ok:
-        return {}
-    try:
-        return parse_dpkg_query(res.stdout)
-    except ValueError:
-        return {}
-
-
 @collector("jetson")
 def collect_jetson(ctx: ProbeContext) -> None:
     facts = ctx.facts
@@ -73,7 +60,7 @@ def collect_jetson(ctx: ProbeContext) -> None:
         for key in ("version", "revision", "board", "gcid", "date", "kernel_variant"):
             facts.set(f"sdks.l4t.{key}", l4t.get(key), RELEASE_FILE)
     if not l4t:
-        pkgs = _packages(ctx)
+        pkgs = installed_packages(ctx)
         core = pkgs.get("nvidia-l4t-core")
         if core:
             facts.set("sdks.l4t.version", upstream_version(core), "$ dpkg-query -W")
@@ -85,7 +72,7 @@ def collect_jetson(ctx: ProbeContext) -> None:
         raise NoData("not a Jetson (no /etc/nv_tegra_release, no nvidia-l4t-core package)")
 
     if pkgs is None:
-        pkgs = _packages(ctx)
+        pkgs = installed_packages(ctx)
     jp = pkgs.get("nvidia-jetpack")
     if jp:
         facts.set("sdks.jetpack.version", upstream_version(jp), "$ dpkg-query -W")

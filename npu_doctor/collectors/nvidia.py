@@ -34,10 +34,10 @@ from ..parsers.nvidia import (nvidia_upgrades, nvml_failure, parse_cuda_version_
 from ..probes import NoData, ProbeContext, ProbeError
 from ..matrices import matrix_rows, matrix_source, set_compat
 from ..registry import collector, deriver
+from ..sysfs import module_version
 
 SMI = ["nvidia-smi", "-q"]
 PROC_VERSION = "/proc/driver/nvidia/version"
-SYS_VERSION = "/sys/module/nvidia/version"
 LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
             "/usr/local/nvidia/lib64", "/usr/lib/wsl/lib")
 APT_HISTORY = "/var/log/apt/history.log"
@@ -68,9 +68,9 @@ def collect_nvidia(ctx: ProbeContext) -> None:
         except ValueError:
             pass
     if facts.get("drivers.nvidia.version") is None:
-        v = ctx.host.read_attr(SYS_VERSION)
+        v, vpath = module_version(ctx.host.read_attr, "nvidia")
         if v:
-            facts.set("drivers.nvidia.version", v, SYS_VERSION)
+            facts.set("drivers.nvidia.version", v, vpath)
             found = True
 
     lib = _nvml_library(ctx)

@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..host import Host
 
 from .elfparse import _parse
-from .elftypes import (_LOCK, ELF_MAGIC, MACHINES, STATS, VER_FLG_BASE, VER_FLG_WEAK, ElfError,  # noqa: F401
+from .elftypes import (_LOCK, ELF_MAGIC, STATS, VER_FLG_BASE, VER_FLG_WEAK, ElfError,  # noqa: F401
                        ElfInfo, NotElf, VersionNeed)
 
 _CACHE: Dict[Tuple[Any, ...], ElfInfo] = {}
@@ -50,7 +50,7 @@ def clear_cache() -> None:
 # size): a changed or replaced file is parsed again (npu_doctor.usercache says where).
 _DISK: Dict[str, Dict[str, Any]] = {}
 _DISK_STATE = {"loaded": False, "dirty": False}
-_DISK_VERSION = 1
+_DISK_VERSION = 2   # 2: machine in `uname -m` spelling (linker.arch)
 
 
 _CACHE_NAME = "elf-cache.json"

@@ -7,7 +7,8 @@ import struct
 from typing import Any, BinaryIO, Dict, Optional, Tuple
 
 
-from .elftypes import _LOCK, ELF_MAGIC, STATS, VER_FLG_BASE, VER_FLG_WEAK, ElfError, ElfInfo, MACHINES, NotElf, VersionNeed
+from .arch import arch_of
+from .elftypes import _LOCK, ELF_MAGIC, STATS, VER_FLG_BASE, VER_FLG_WEAK, ElfError, ElfInfo, NotElf, VersionNeed
 
 
 # -- pyelftools speed-up ----------------------------------------------------------------
@@ -96,7 +97,8 @@ def _parse(raw: BinaryIO, path: str) -> ElfInfo:
             path=path,
             elf_class=elf.elfclass,
             e_machine=str(elf["e_machine"]),
-            machine=MACHINES.get(str(elf["e_machine"]), str(elf["e_machine"]).lower().replace("em_", "")),
+            machine=(arch_of(str(elf["e_machine"]), elf.elfclass, elf.little_endian)
+                     or str(elf["e_machine"]).lower().replace("em_", "")),
             little_endian=elf.little_endian,
             elf_type=str(elf["e_type"]),
         )

@@ -12,15 +12,6 @@ ELF_MAGIC = b"\x7fELF"
 VER_FLG_BASE = 0x1
 VER_FLG_WEAK = 0x2
 
-#: e_machine (pyelftools name) -> the name npu-doctor reports (uname -m style).
-MACHINES = {
-    "EM_X86_64": "x86_64", "EM_386": "i386", "EM_AARCH64": "aarch64", "EM_ARM": "arm",
-    "EM_RISCV": "riscv", "EM_PPC64": "ppc64", "EM_PPC": "ppc", "EM_S390": "s390",
-    "EM_MIPS": "mips", "EM_LOONGARCH": "loongarch", "EM_SPARCV9": "sparc64",
-    "EM_IA_64": "ia64",
-}
-
-
 class NotElf(Exception):
     """The file is not an ELF object (linker script, text, empty, truncated header)."""
 
