@@ -11,7 +11,8 @@ from typing import Callable, IO, List, Optional, Sequence
 from ..check import Config, run_check
 from ..errors import ConfigError
 from ..host import Host
-from ..probes import ProbeSpec, run_probes
+from ..probe_runner import run_probes
+from ..probes import ProbeSpec
 from ..sdnotify import Notifier
 
 from .events import DEFAULT_FAST_AREAS, Event, Tracker
