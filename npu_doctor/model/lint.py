@@ -77,14 +77,10 @@ def lint(path: str, target_id: str, target_dirs: List[str] = (), rule_dirs: List
         from . import onnx_model
 
         model_facts = onnx_model.analyze(onnx_model.load(path), target)
-    elif fmt == "tflite":
-        from . import tflite_model
-
-        model_facts = tflite_model.analyze(path, target)
     else:
-        from . import openvino_ir
-
-        model_facts = openvino_ir.analyze(path, target)
+        # detected so that the answer is a clear line, not a protobuf error on a flatbuffer
+        raise ModelError(f"{path}: a {fmt} model; this version of npu-doctor lints ONNX models only "
+                         "(convert with tflite2onnx / ovc's ONNX source, or lint the ONNX you exported)")
     facts = Facts()
     facts.set("model", model_facts, source=path)
     facts.set("model.path", path, source=path)

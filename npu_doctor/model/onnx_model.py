@@ -229,7 +229,7 @@ def analyze(model, target: Target) -> Dict[str, Any]:
         if placement in ("cpu", "unsupported", "unknown"):
             why = {"cpu": f"no {target.name} kernel: {target.toolkit} {target.toolkit_version} places it on the CPU",
                    "unsupported": f"not supported by {target.toolkit} {target.toolkit_version}",
-                   "unknown": f"not in the documented {target.toolkit} list (that list is partial)"}[placement]
+                   "unknown": f"not in the documented {target.toolkit} list (that list is partial: check the vendor's full table)"}[placement]
             _add_issue(issues, node.op_type, name, placement, why, target)
             continue
         if placement != "npu":
@@ -243,12 +243,13 @@ def analyze(model, target: Target) -> Dict[str, Any]:
                            f"{why} ({c.source})", target)
                 break
 
-    outputs, seen = [], {}
+    outputs, seen = [], set()
+    input_names = {i.name for i in graph.input}
     for idx, vi in enumerate(graph.output):
-        seen[vi.name] = seen.get(vi.name, 0) + 1
-    for idx, vi in enumerate(graph.output):
-        outputs.append({"name": vi.name, "index": idx, "duplicate": seen[vi.name] > 1,
-                        "also_input": vi.name in {i.name for i in graph.input}})
+        # the repeat is the problem (unreachable), not the first one
+        outputs.append({"name": vi.name, "index": idx, "duplicate": vi.name in seen,
+                        "also_input": vi.name in input_names})
+        seen.add(vi.name)
 
     layout = _layout(graph, consumers, producers)
     return {"format": "onnx", "opset": opset, "ir_version": model.ir_version,
@@ -260,8 +261,11 @@ def analyze(model, target: Target) -> Dict[str, Any]:
 
 
 def _add_issue(issues, op: str, node: str, placement: str, why: str, target: Target) -> None:
-    key = (op, placement, why)
+    # ops a partial list does not name make one finding together, not one each
+    key = ("", placement, why) if placement == "unknown" else (op, placement, why)
     entry = issues.get(key)
+    if entry is not None and placement == "unknown" and op not in entry["op"].split(", "):
+        entry["op"] += f", {op}"
     if entry is None:
         entry = issues[key] = {"op": op, "node": node, "nodes": [], "count": 0,
                                "placement": placement, "why": why,
