@@ -220,6 +220,7 @@ def _cell(v) -> str:
 
 
 from . import cli_watch  # noqa: E402,F401  (registers `watch` and `fix`)
+from . import cli_model  # noqa: E402,F401  (registers `model`)
 
 
 def _facts_for_lock(snapshot, probe_dirs, rule_dirs, logs):
