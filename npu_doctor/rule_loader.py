@@ -195,4 +195,18 @@ def load_rules(extra_dirs: Iterable[str] = ()) -> RuleSet:
             m.fixes = m.fixes + ext.fixes + [Fix("doc", d) for d in ext.docs
                                              if not any(f.text == d for f in m.fixes + ext.fixes)]
         base.matches.extend(ext.matches)
+    for r in rules:
+        r.matches.append(catalog_match(r.id))
     return RuleSet(rules, matrices, matrix_info)
+
+
+def catalog_match(rule_id: str) -> Match:
+    """How a catalog entry (npu_doctor.catalogs) raises its rule: a log_events[] element that
+    names the rule. Message, subject, severity and fixes come from the entry."""
+    return Match(
+        for_each="log_events", when=[{"fact": "it.rule", "eq": rule_id}],
+        subject="{it.subject}", message="{it.message}",
+        evidence=["it.line", "it.count", "it.also", "it.meaning"], severity="{it.severity}",
+        fixes=[Fix("now", "{it.fix_now}"), Fix("persist", "{it.fix_persist}"),
+               Fix("doc", "{it.fix_doc}"), Fix("doc", "{it.source_url}")],
+        file="catalogs")

@@ -16,7 +16,7 @@ MATCH_KEYS = {"for_each", "when", "subject", "message", "evidence", "severity", 
 FIX_KEYS = {"kind", "text", "sysfs_write", "when", "url"}
 _CMP = {"eq", "ne", "lt", "le", "gt", "ge", "in", "not_in", "contains", "matches",
         "version_lt", "version_le", "version_gt", "version_ge", "version_eq", "version_ne"}
-OPERATORS = _CMP | {f"{o}_fact" for o in _CMP} | {"exists", "version_prefix"}
+OPERATORS = _CMP | {f"{o}_fact" for o in _CMP} | {"exists", "version_prefix", "version_prefix_fact"}
 #: Rules that compare versions against the matrices.
 VERSION_RULE_RE = re.compile(r"mismatch|incompatible|not-in-matrix")
 _ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")

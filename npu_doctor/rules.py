@@ -144,6 +144,7 @@ def evaluate(ruleset: RuleSet, facts: Facts, probes: List[Dict[str, Any]]) -> Li
     root = dict(facts.data)
     root["probes"] = probes
     findings: List[Finding] = []
+    from_catalog: set = set()
     seen = set()
     for rule in ruleset.rules:
         for match in rule.matches:
@@ -183,9 +184,40 @@ def evaluate(ruleset: RuleSet, facts: Facts, probes: List[Dict[str, Any]]) -> Li
                 for url in rule.docs:
                     if not any(f["text"] == url for f in fixes):
                         fixes.append({"kind": "doc", "text": url})
-                findings.append(Finding(rule.id, match.severity or rule.severity, rule.title,
+                severity = match.severity or rule.severity
+                if "{" in severity:
+                    severity = render(severity, scope)
+                    if severity not in SEVERITIES:
+                        severity = rule.severity
+                findings.append(Finding(rule.id, severity, rule.title,
                                         message, subject, evidence, fixes))
-    return findings
+                if match.file == "catalogs":
+                    from_catalog.add(id(findings[-1]))
+    return _vendor_match_wins(findings, from_catalog)
+
+
+def _vendor_match_wins(findings: List[Finding], from_catalog: set) -> List[Finding]:
+    """A catalog finding whose log line a rule's own match already reports (with the vendor's
+    knowledge of the cause) is the same problem said twice: keep the rule's."""
+    lines_by_rule: Dict[str, set] = {}
+    for f in findings:
+        if id(f) not in from_catalog:
+            for ev in f.evidence:
+                if isinstance(ev.get("value"), str):
+                    lines_by_rule.setdefault(f.id, set()).add(ev["value"].strip())
+    out = []
+    for f in findings:
+        if id(f) in from_catalog:
+            line = next((ev["value"] for ev in f.evidence if ev["fact"].endswith(".line")), None)
+            if isinstance(line, str) and _line_reported(line, lines_by_rule.get(f.id, ())):
+                continue
+        out.append(f)
+    return out
+
+
+def _line_reported(line: str, values: Iterable[str]) -> bool:
+    line = line.strip()
+    return any(v and (v in line or line in v) and len(v) > 20 for v in values)
 
 
 def _scopes(root: Dict[str, Any], for_each: Optional[str]):
