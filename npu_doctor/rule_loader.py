@@ -94,7 +94,7 @@ def _parse_rule(raw: Any, path: str, n: int) -> Rule:
     if raw.get("extend"):
         # adds detection paths to a rule defined (with title, explain, severity) elsewhere
         extra = set(raw) - {"id", "extend", "match", "fix", "for_each", "when", "subject",
-                            "message", "evidence", "docs"}
+                            "message", "evidence", "docs", "matrices"}
         if extra:
             raise ConfigError(f"{where}: an `extend = true` rule may not set {sorted(extra)[0]!r}")
         raw = dict(raw, severity="info", title="(extension)", explain="(extension)")
@@ -138,8 +138,14 @@ def _parse_rule(raw: Any, path: str, n: int) -> Rule:
     docs = raw.get("docs", [])
     if not isinstance(docs, list) or not all(isinstance(d, str) and d for d in docs):
         raise ConfigError(f"{where}: docs must be a list of URLs")
+    area = raw.get("area", "")
+    if not isinstance(area, str):
+        raise ConfigError(f"{where}: area must be a string (a report line such as \"Thermal\")")
+    mats = raw.get("matrices", [])
+    if not isinstance(mats, list) or not all(isinstance(x, str) and x for x in mats):
+        raise ConfigError(f"{where}: matrices must be a list of matrix ids")
     rule = Rule(rid, sev, raw["title"].strip(), raw["explain"].strip(), docs, matches,
-                _parse_fixes(raw.get("fix"), where), file=path)
+                _parse_fixes(raw.get("fix"), where), file=path, area=area, matrices=list(mats))
     rule.extend = bool(raw.get("extend"))
     return rule
 
@@ -195,6 +201,7 @@ def load_rules(extra_dirs: Iterable[str] = ()) -> RuleSet:
             m.fixes = m.fixes + ext.fixes + [Fix("doc", d) for d in ext.docs
                                              if not any(f.text == d for f in m.fixes + ext.fixes)]
         base.matches.extend(ext.matches)
+        base.matrices += [m for m in ext.matrices if m not in base.matrices]
     for r in rules:
         r.matches.append(catalog_match(r.id))
     return RuleSet(rules, matrices, matrix_info)

@@ -11,14 +11,12 @@ SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {"info": 1, "warning": 2, "error": 3}
 FIX_KINDS = ("now", "persist", "doc")
 RULE_KEYS = {"id", "severity", "title", "explain", "docs", "match", "fix", "for_each", "when",
-             "subject", "message", "evidence", "tags", "extend"}
+             "subject", "message", "evidence", "tags", "extend", "area", "matrices"}
 MATCH_KEYS = {"for_each", "when", "subject", "message", "evidence", "severity", "fix"}
 FIX_KEYS = {"kind", "text", "sysfs_write", "when", "url"}
 _CMP = {"eq", "ne", "lt", "le", "gt", "ge", "in", "not_in", "contains", "matches",
         "version_lt", "version_le", "version_gt", "version_ge", "version_eq", "version_ne"}
 OPERATORS = _CMP | {f"{o}_fact" for o in _CMP} | {"exists", "version_prefix", "version_prefix_fact"}
-#: Rules that compare versions against the matrices.
-VERSION_RULE_RE = re.compile(r"mismatch|incompatible|not-in-matrix")
 _ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _TEMPLATE_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.\[\]\-]*)\}")
 
@@ -54,6 +52,10 @@ class Rule:
     fixes: List[Fix]
     file: str = ""
     extend: bool = False
+    #: report line the rule's findings belong to (report.AREAS names); "" = from the evidence
+    area: str = ""
+    #: ids of the version matrices the rule's verdicts come from (`rules explain` lists them)
+    matrices: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -65,6 +67,8 @@ class Finding:
     subject: str
     evidence: List[Dict[str, Any]]
     fixes: List[Dict[str, Any]]
+    #: the rule's `area` (not part of the JSON report; the text report groups by it)
+    area: str = ""
 
     def to_json(self) -> Dict[str, Any]:
         return {"id": self.id, "severity": self.severity, "title": self.title,
@@ -80,12 +84,8 @@ class RuleSet:
     matrix_info: Dict[str, Tuple[str, str]] = field(default_factory=dict)
 
     def matrices_for(self, rule: "Rule") -> List[str]:
-        """Ids of the version matrices behind a version rule: those kept in the files that
-        define or extend it. Other rules (thermal, sensors) use no matrix."""
-        if not VERSION_RULE_RE.search(rule.id):
-            return []
-        files = {rule.file} | {m.file for m in rule.matches}
-        return [mid for mid, (f, _d) in self.matrix_info.items() if f in files]
+        """Ids of the version matrices behind a rule (its `matrices` key) that are loaded."""
+        return [mid for mid in rule.matrices if mid in self.matrix_info]
 
     def get(self, rule_id: str) -> Optional[Rule]:
         for r in self.rules:

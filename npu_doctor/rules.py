@@ -7,6 +7,8 @@ A rule (ARCHITECTURE.md, "Contract: rule ids"):
 id = "runtime-autosuspend"          # contract id, kebab-case
 severity = "warning"                # error | warning | info
 title = "Runtime PM suspends the accelerator between inferences"
+area = "Power & clocks"              # the report line its findings go on (else from evidence)
+# matrices = ["rknn-runtime-driver"] # version rules: the matrices behind it (`rules explain`)
 explain = "Why it matters, in a paragraph."
 docs = ["https://www.kernel.org/doc/Documentation/ABI/testing/sysfs-devices-power"]
 for_each = "accelerators"           # optional: evaluate once per list element, bound to `it`
@@ -190,7 +192,7 @@ def evaluate(ruleset: RuleSet, facts: Facts, probes: List[Dict[str, Any]]) -> Li
                     if severity not in SEVERITIES:
                         severity = rule.severity
                 findings.append(Finding(rule.id, severity, rule.title,
-                                        message, subject, evidence, fixes))
+                                        message, subject, evidence, fixes, area=rule.area))
                 if match.file == "catalogs":
                     from_catalog.add(id(findings[-1]))
     return _vendor_match_wins(findings, from_catalog)
