@@ -142,7 +142,7 @@ def _finish(host: Host, specs: Sequence[ProbeSpec],
     ordered = [results[s.id] for s in specs]
     for r in ordered:
         facts.merge(r.facts)
-    for _order, _name, fn in registry.DERIVERS:
+    for fn in registry.derivers_in_order():
         try:
             fn(facts, host)
         except Exception as e:  # a deriver bug degrades to a missing fact, not a crash

@@ -172,3 +172,12 @@ def test_every_collector_is_named_by_a_probe_and_every_parser_is_used():
 def test_entry_points_stay(mod):
     assert mod in MODULES
     assert "npu_doctor.cli" in GRAPH["npu_doctor.main"]
+
+
+def test_derivers_name_what_they_run_after():
+    from npu_doctor import registry
+
+    registry.load_all()
+    order = [fn.__name__ for fn in registry.derivers_in_order()]   # raises on unknown or circular
+    for name, (after, _key, _fn) in registry.DERIVERS.items():
+        assert all(order.index(a) < order.index(name) for a in after), name

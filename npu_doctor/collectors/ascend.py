@@ -277,7 +277,7 @@ def _ranges(text: Optional[str]):
         return None
 
 
-@deriver(order=60)
+@deriver(after=("derive_catalog_facts",))
 def derive_ascend_compat(facts: Facts, host) -> None:
     """compat.ascend-fw-drv, compat.ascend-cann-drv, compat.ascend-cann-hdk.
 

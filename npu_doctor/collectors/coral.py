@@ -111,7 +111,7 @@ def _level(rows: List[Dict[str, Any]], key: str, version: Optional[str]) -> Opti
     return None
 
 
-@deriver(order=60)
+@deriver(after=("derive_catalog_facts",))
 def derive_coral(facts: Facts, host) -> None:
     """Accelerators named by the apex kernel log, DKMS build failures with their known cause,
     and the compiler/runtime/kernel verdicts from the matrices in rules/coral.toml."""

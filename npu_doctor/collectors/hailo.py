@@ -182,7 +182,7 @@ def _events(facts: Facts, signature: str) -> List[Dict[str, Any]]:
     return [e for e in facts.get("log_events", []) or [] if e.get("signature") == signature]
 
 
-@deriver(order=60)
+@deriver(after=("derive_catalog_facts",))
 def derive_hailo(facts: Facts, host) -> None:
     """compat.hailo-runtime-driver (HailoRT's exact driver == library rule),
     compat.hailo-fw-drv (firmware major.minor vs driver/library), compat.hailo-family

@@ -227,7 +227,7 @@ def _ze_causes(facts: Facts) -> Dict[str, str]:
     return out
 
 
-@deriver(order=65)
+@deriver(after=("derive_intel_npu_compat",))
 def derive_ze_uninitialized(facts: Facts, host: Host) -> None:
     """Annotate each `level-zero-uninitialized` log event with `ruled_out` and `remaining`
     (text lists of the causes the other facts exclude / leave open)."""
@@ -286,7 +286,7 @@ def check_umd_firmware(umd: str, fw_version: str, rows: List[Dict[str, Any]]) ->
     return rec
 
 
-@deriver(order=62)
+@deriver(after=("derive_catalog_facts",))
 def derive_intel_npu_compat(facts: Facts, host: Host) -> None:
     """`compat.intel-npu-release` (then `-1`, `-2` ...): one record per Intel NPU whose running
     firmware and UMD version are known."""

@@ -156,7 +156,7 @@ def _row_for(l4t: str, rows: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     return None
 
 
-@deriver(order=61)
+@deriver(after=("nvidia_compat",))
 def jetson_matrix(facts: Facts, host: Host) -> None:
     l4t = facts.get("sdks.l4t.version")
     if not l4t:

@@ -352,7 +352,7 @@ def collect_libraries(ctx: ProbeContext) -> None:
     ctx.facts.set("library_scan", summary, src)
 
 
-@deriver(order=60)
+@deriver(after=("derive_catalog_facts",))
 def compare_unverified_with_libc(facts: Facts, host: Host) -> None:
     """Snapshot fallback: a GLIBC_x.y requirement whose provider was not captured is compared
     with `libc.version`; newer than it is unsatisfied (basis "libc.version")."""
@@ -379,7 +379,7 @@ def compare_unverified_with_libc(facts: Facts, host: Host) -> None:
             facts.sources[f"libraries[{i}].unsatisfied_text"] = src
 
 
-@deriver(order=61)
+@deriver(after=("compare_unverified_with_libc",))
 def remedies_for_logged_loader_errors(facts: Facts, host: Host) -> None:
     """A `shared-library-not-found` log event gets `remedy` from the spec's table when a row
     matches the library name (the rule shows it as the first fix)."""

@@ -193,7 +193,7 @@ def cuda_min_driver(toolkit: str, rows: List[Dict[str, Any]]) -> Optional[Dict[s
     return best or same[0]
 
 
-@deriver(order=60)
+@deriver(after=("derive_catalog_facts",))
 def nvidia_compat(facts: Facts, host: Host) -> None:
     smi = facts.get("nvidia.smi") or {}
     drv = facts.get("drivers.nvidia.version")

@@ -212,7 +212,7 @@ def _major_minor(v: str) -> Optional[Tuple[int, int]]:
     return rel[0], rel[1]
 
 
-@deriver(order=60)
+@deriver(after=("derive_catalog_facts",))
 def derive_rknn_compat(facts: Facts, host: Host) -> None:
     """drivers.rknpu.version from the runtime log when nothing better set it; then `compat.*`
     records for librknnrt/librknnmrt/rkllm vs the rknpu driver, toolkit and rknn_server vs runtime."""

@@ -34,7 +34,7 @@ def _devfreq_name(facts: Facts, base: str, name: str, source: Optional[str]) -> 
                                    'ATTR{governor}="performance"', source)
 
 
-@deriver(order=60)
+@deriver(after=("derive_catalog_facts",))
 def link_devfreq(facts: Facts, host: Host) -> None:
     """accelerators[].freq from the devfreq device of the same sysfs device (or devfreq path)."""
     accels = facts.get("accelerators") or []
@@ -83,7 +83,7 @@ def _zones(facts: Facts, host: Host) -> List[Tuple[Dict[str, Any], str]]:
     return out
 
 
-@deriver(order=61)
+@deriver(after=("link_devfreq",))
 def link_thermal(facts: Facts, host: Host) -> None:
     """temperature_c / thermal_zone of a SoC accelerator from its thermal zone by type."""
     accels = facts.get("accelerators") or []
@@ -109,7 +109,7 @@ def link_thermal(facts: Facts, host: Host) -> None:
                 break
 
 
-@deriver(order=90)
+@deriver(after=("derive_catalog_facts", "derive_coral", "derive_hailo"))
 def count_inventory(facts: Facts, host: Host) -> None:
     """inventory.accelerator_count, only when the count is known.
 
