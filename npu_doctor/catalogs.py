@@ -537,8 +537,9 @@ class CatalogSet:
                 ev["message"] += f" ({ev['count']} times)"
         return events
 
-    def _event(self, e: Entry, groups: Dict[str, str], source: str, line_no: int, line: str,
-               scope: str) -> Dict[str, Any]:
+    def enrich(self, e: Entry, groups: Dict[str, str]) -> Dict[str, str]:
+        """Named groups plus what they imply: `errno_name` for `errno`, `vendor` from the
+        driver table or the catalog."""
         g = dict(groups)
         if "errno" in g:
             g["errno_name"] = errno_name(g["errno"])
@@ -549,6 +550,11 @@ class CatalogSet:
                 g["vendor"] = vendor
         elif e.vendor:
             g.setdefault("vendor", e.vendor)
+        return g
+
+    def _event(self, e: Entry, groups: Dict[str, str], source: str, line_no: int, line: str,
+               scope: str) -> Dict[str, Any]:
+        g = self.enrich(e, groups)
         ev: Dict[str, Any] = {k: v for k, v in g.items() if k not in RESERVED}
         where = f"{source}:{line_no}"
         meaning = e.meaning
@@ -585,7 +591,7 @@ class CatalogSet:
         q = query.strip()
         hits = self.match_line(strip_prefix(q), SCOPES)
         if hits:
-            return hits
+            return [(e, self.enrich(e, g)) for e, g in hits]
         out: List[Tuple[Entry, Dict[str, str]]] = []
         alias, code = _split_alias(q)
         for cat in self.catalogs:
@@ -594,6 +600,11 @@ class CatalogSet:
             e = cat.by_code(_norm_code(code)) or cat.by_mnemonic(code)
             if e is not None:
                 out.append((e, {}))
+        if not out and len(q) >= 6:
+            # a fragment of a message: the entries whose examples or meaning contain it
+            low = q.lower()
+            out = [(e, {}) for e in self.entries()
+                   if any(low in x.lower() for x in e.examples) or low in e.meaning.lower()]
         return out
 
 
