@@ -209,7 +209,7 @@ def rules_explain(rule_id, rule_dirs):
             cells = ", ".join(f"{k}={_cell(v)}" for k, v in row.items() if k not in ("source", "date"))
             click.echo(f"  {cells}")
             click.echo(f"      source: {row.get('source')}" + (f" ({row['date']})" if row.get("date") else ""))
-    from .catalogs import load_catalogs
+    from .catalog import load_catalogs
 
     try:
         entries = [e for e in load_catalogs().entries() if e.rule == rule.id]

@@ -29,7 +29,7 @@ def explain(query, fmt):
       npu-doctor explain -- -8005
       npu-doctor explain "apex 0000:01:00.0: Couldn't initialize interrupts: -28"
     """
-    from .catalogs import fill, load_catalogs
+    from .catalog import fill, load_catalogs
 
     text = " ".join(query)
     try:

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from npu_doctor.catalogs import (CatalogSet, literal_needles, load_catalog_file, load_catalogs,
+from npu_doctor.catalog import (CatalogSet, literal_needles, load_catalog_file, load_catalogs,
                                  split_lines, strip_prefix)
 from npu_doctor.errors import ConfigError
 from npu_doctor.rules import load_rules
