@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 from . import __version__
-from .catalogs import CatalogSet, load_catalogs
+from .catalog import CatalogSet, load_catalogs
 from .errors import ConfigError
 from .facts import Facts
 from .host import Host

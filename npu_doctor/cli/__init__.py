@@ -16,6 +16,7 @@ from .capture import capture
 from .check import check
 from .common import EXIT_INTERRUPTED, EXIT_OK, _fail
 from .lock import lock, verify
+from .explain import explain
 from .model import model_cmd
 from .rules import rules
 from .watch import fix, watch
@@ -45,7 +46,7 @@ def main() -> None:
     """
 
 
-for _cmd in (check, rules, lock, verify, capture, watch, fix, model_cmd):
+for _cmd in (check, rules, lock, verify, capture, watch, fix, model_cmd, explain):
     main.add_command(_cmd)
 
 
