@@ -25,7 +25,7 @@ class CheckResult:
     findings: List[Finding]
 
     def to_json(self) -> Dict:
-        """The report in the `check --format json` contract (ARCHITECTURE.md)."""
+        """The report in the `check --format json` contract (docs/architecture.md)."""
         return {
             "schema": SCHEMA,
             "tool": {"name": "npu-doctor", "version": __version__},

@@ -1,6 +1,6 @@
 """Command line: `npu-doctor check | rules | ...` (click).
 
-Exit codes of check (ARCHITECTURE.md): 0 nothing at or above --fail-on, 1 findings at or
+Exit codes of check (docs/architecture.md): 0 nothing at or above --fail-on, 1 findings at or
 above it, 2 usage or configuration error. Errors are one line on stderr, never a traceback;
 stdout carries only the report, so `--format json` output always parses.
 """

@@ -1,4 +1,4 @@
-"""Events and the Tracker that turns successive fact samples into them (ARCHITECTURE.md,
+"""Events and the Tracker that turns successive fact samples into them (docs/architecture.md,
 "Contract: watch events")."""
 
 from __future__ import annotations
