@@ -45,7 +45,25 @@ def _progress_printer(enabled: bool):
 def _open_host(snapshot: Optional[str], logs: List[str]):
     from .host import open_host
 
-    return open_host(snapshot, logs)
+    host = open_host(snapshot, logs)
+    ctx = click.get_current_context(silent=True)
+    pythons = ctx.meta.get("npu_doctor.python") if ctx is not None else None
+    if pythons:
+        from .pyenv import use_interpreters
+
+        if host.source == "live":
+            for p in pythons:
+                if not os.path.exists(p):
+                    _fail(f"--python {p}: no such interpreter or environment directory")
+        use_interpreters(host, pythons)
+    return host
+
+
+def _remember_python(ctx, _param, value):
+    # kept in the context rather than passed to every command: _open_host applies it
+    if value:
+        ctx.meta["npu_doctor.python"] = list(value)
+    return value
 
 
 _HOST_OPTIONS = [
@@ -58,6 +76,11 @@ _HOST_OPTIONS = [
     click.option("--log", "logs", multiple=True, metavar="FILE",
                  type=click.Path(exists=True, dir_okay=False, readable=True),
                  help="A runtime or compiler log to scan for CPU fallback and errors; repeatable."),
+    click.option("--python", "pythons", multiple=True, metavar="PATH", expose_value=False,
+                 callback=_remember_python,
+                 help="The application's Python interpreter (or its venv/conda directory) whose "
+                      "frameworks and libraries to check; repeatable. Default: npu-doctor's own "
+                      "interpreter plus an active VIRTUAL_ENV / CONDA_PREFIX."),
 ]
 
 
@@ -104,7 +127,11 @@ def main() -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Show every fact with its source, and failed probes.")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
               show_default=True, help="Colour the text report (auto: on a terminal, unless NO_COLOR is set).")
-def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, sample_s, verbose, color):
+@click.option("--collect-env", "collect_env", is_flag=True,
+              help="Print the environment block for bug reports (what `python -m "
+                   "torch.utils.collect_env` prints, for every framework) instead of the report.")
+def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, sample_s, verbose, color,
+          collect_env):
     """Check this host (or a snapshot) and report findings.
 
     \b
@@ -133,7 +160,11 @@ def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, s
         _fail(str(e))
     except HostError as e:
         _fail(str(e))
-    if fmt == "json":
+    if collect_env:
+        from .collect_env import render_collect_env
+
+        sys.stdout.write(render_collect_env(result))
+    elif fmt == "json":
         sys.stdout.write(render_json(result))
     else:
         sys.stdout.write(render_text(result, verbose=verbose, color=_use_color(color),

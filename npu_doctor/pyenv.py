@@ -169,7 +169,12 @@ def interpreters(host: Host) -> List[Tuple[str, str]]:
     elif host.source == "live":
         out = [(sys.executable, "npu-doctor")]
     else:
-        out = [(p, "snapshot") for p in _strings(snapshot_meta(host).get("python"))]
+        # [snapshot] python = [{path, origin}] written by capture (a bare path: "snapshot")
+        for item in snapshot_meta(host).get("python") or []:
+            if isinstance(item, str):
+                out.append((item, "snapshot"))
+            elif isinstance(item, dict) and isinstance(item.get("path"), str):
+                out.append((item["path"], str(item.get("origin") or "snapshot")))
     if not chosen:
         try:
             env = host.environ()
@@ -296,7 +301,7 @@ def site_dirs(host: Host, envs: Optional[List[Env]] = None, extra_globs: Sequenc
     directories an older snapshot recorded (`[snapshot] python_paths`), then the system-wide
     ones and `extra_globs`."""
     envs = environments(host, run) if envs is None else envs
-    dirs = [s for e in envs for s in e.sites]
+    dirs = env_sites(envs)
     dirs += _strings(snapshot_meta(host).get("python_paths"))
     for pat in tuple(SYSTEM_SITE_GLOBS) + tuple(extra_globs):
         dirs += host.glob(pat)
@@ -307,14 +312,21 @@ def site_dirs(host: Host, envs: Optional[List[Env]] = None, extra_globs: Sequenc
     return out
 
 
-def find_dists(host: Host, patterns: Sequence[str], envs: Optional[List[Env]] = None,
-               extra_globs: Sequence[str] = (), run: Optional[Runner] = None) -> Dict[str, Dist]:
-    """{normalised name: Dist} of the distributions whose normalised name matches one of the
-    fnmatch `patterns`, over `site_dirs` (first directory wins)."""
+def find_dists(host: Host, patterns: Sequence[str], dirs: Sequence[str]) -> Dict[str, Dist]:
+    """{normalised name: Dist} of the distributions in `dirs` (first directory wins) whose
+    normalised name matches one of the fnmatch `patterns`."""
     pats = [normalize(p) if not any(c in p for c in "*?[") else p.lower() for p in patterns]
-    alld = scan_dists(host, site_dirs(host, envs, extra_globs, run))
+    alld = scan_dists(host, dirs)
     return {k: v for k, v in sorted(alld.items()) if any(fnmatch.fnmatchcase(k, p) for p in pats)}
 
 
+def env_sites(envs: Sequence[Env]) -> List[str]:
+    """The import-path directories of the environments, first environment first."""
+    out: List[str] = []
+    for e in envs:
+        out.extend(s for s in e.sites if s not in out)
+    return out
+
+
 __all__ = ["Dist", "Env", "normalize", "use_interpreters", "interpreters", "query", "scan_dists",
-           "environments", "site_dirs", "find_dists", "snapshot_meta", "SYSTEM_SITE_GLOBS"]
+           "environments", "site_dirs", "find_dists", "env_sites", "snapshot_meta", "SYSTEM_SITE_GLOBS"]

@@ -22,6 +22,7 @@ Derivers (after every probe):
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from typing import Any, Dict, List, Optional
 
@@ -38,6 +39,14 @@ from .nvidia import load_matrix
 INFERENCE_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",
                    "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8",
                    "asimd", "asimddp", "asimdhp", "i8mm", "bf16", "sve", "sve2", "sme")
+#: Distributions listed per environment: what collect_env lists (torch, numpy, mypy, flake8,
+#: triton, optree, onnx) plus the frameworks and accelerator wheels of this field.
+RELEVANT_PACKAGES = ("torch", "torch-*", "torchvision", "torchaudio", "numpy", "mypy", "flake8",
+                     "triton", "optree", "onnx", "onnx-*", "onnxruntime", "onnxruntime-*",
+                     "ort-nightly*", "openvino", "openvino-*", "tensorflow", "tensorflow-*",
+                     "tf-nightly*", "tflite-runtime", "ai-edge-litert", "tensorrt", "tensorrt-*",
+                     "jax", "jaxlib", "jax-*", "nvidia-*", "rknn-toolkit*", "rknnlite*", "hailort",
+                     "pycoral", "intel-npu-acceleration-library", "pytorch-triton*")
 TOOLS = (("gcc", r"gcc[^\n]*?\)?\s+(\d+\.\d+(?:\.\d+)?)"), ("clang", r"clang version (\S+)"),
          ("cmake", r"cmake version (\S+)"))
 
@@ -48,7 +57,17 @@ def collect_python_frameworks(ctx: ProbeContext) -> None:
     if not envs:
         raise NoData("no Python environment to inspect")
     for i, env in enumerate(envs):
-        ctx.facts.set(f"python.environments[{i}]", env.to_fact(), env.source or env.python)
+        rec = env.to_fact()
+        rec["packages"] = {n: d.version for n, d in sorted(env.dists.items())
+                           if any(fnmatch.fnmatchcase(n, p) for p in RELEVANT_PACKAGES)}
+        conda = _conda_packages(ctx, env)
+        if conda is not None:
+            rec["conda_packages"] = conda
+        ctx.facts.set(f"python.environments[{i}]", rec, env.source or env.python)
+    environ = ctx.host.environ()
+    for var in ("CUDA_MODULE_LOADING", "PYTORCH_CUDA_ALLOC_CONF", "CUDA_VISIBLE_DEVICES"):
+        if var in environ:
+            ctx.facts.set(f"python.environ.{var}", environ[var], f"${var}")
     first = envs[0]
     src = first.source or first.python
     ctx.facts.set("python.executable", first.python, src)
@@ -69,6 +88,23 @@ def collect_python_frameworks(ctx: ProbeContext) -> None:
                 ctx.facts.set(f"frameworks.{name}.{k}", v, source)
     for name, pythons in found.items():
         ctx.facts.set(f"frameworks.{name}.environments", pythons, f"frameworks.{name}.python")
+
+
+def _conda_packages(ctx: ProbeContext, env: "pyenv.Env") -> Optional[Dict[str, str]]:
+    """{name: version} of the relevant packages of a conda environment (conda-meta/*.json
+    file names are NAME-VERSION-BUILD.json), or None when it is not one."""
+    if not env.prefix:
+        return None
+    try:
+        names = ctx.host.listdir(env.prefix.rstrip("/") + "/conda-meta")
+    except HostError:
+        return None
+    out = {}
+    for n in names:
+        m = re.match(r"(.+)-([^-]+)-([^-]+)\.json$", n)
+        if m and any(fnmatch.fnmatchcase(m.group(1), p) for p in RELEVANT_PACKAGES + ("cudatoolkit", "mkl", "magma")):
+            out[m.group(1)] = m.group(2)
+    return dict(sorted(out.items()))
 
 
 def _ort_cuda_libs(ctx: ProbeContext, rec: Dict[str, Any]) -> None:
