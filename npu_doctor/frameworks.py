@@ -216,28 +216,26 @@ def tensorflow(host: Host, env: Env) -> Optional[Tuple[Dict[str, Any], str]]:
     return rec, src if info else dist.path
 
 
-def _edgetpu(host: Host, env: Env, dist: Dist, package: str, rec: Dict[str, Any]) -> None:
-    """Whether the loader would find libedgetpu.so.1 for this package's interpreter module
-    (what `load_delegate('libedgetpu.so.1')` dlopens: LD_LIBRARY_PATH, the loader cache,
-    the default directories)."""
+def edgetpu_delegate(host: Host, package_dir: str) -> Optional[Dict[str, Any]]:
+    """Whether the loader finds libedgetpu.so.1 for the package's interpreter module (what
+    `load_delegate('libedgetpu.so.1')` dlopens: LD_LIBRARY_PATH, the module's RUNPATH, the
+    loader cache, the default directories). None when there is no such module."""
     from .elf import ElfError, NotElf
     from .ldso import Resolver
 
-    pkg = posixpath.join(dist.site, package)
-    mods = sorted(n for n in _listdir(host, pkg) if n.endswith(".so") and "interpreter" in n)
+    mods = sorted(n for n in _listdir(host, package_dir) if n.endswith(".so") and "interpreter" in n)
     if not mods:
-        return
-    requester = posixpath.join(pkg, mods[0])
+        return None
+    requester = posixpath.join(package_dir, mods[0])
     try:
         resolver = Resolver(host)
         info = resolver.elf(requester)
         if info is None:
-            return
+            return None
         res = resolver.resolve("libedgetpu.so.1", requester, info)
     except (HostError, NotElf, ElfError):
-        return
-    rec["edgetpu_delegate"] = res.path
-    rec["edgetpu_delegate_found"] = res.path is not None
+        return None
+    return {"edgetpu_delegate": res.path, "edgetpu_delegate_found": res.path is not None}
 
 
 def tflite_family(host: Host, env: Env, norm: str, package: str) -> Optional[Tuple[Dict[str, Any], str]]:
@@ -245,7 +243,7 @@ def tflite_family(host: Host, env: Env, norm: str, package: str) -> Optional[Tup
     if dist is None:
         return None
     rec = _base(dist, env)
-    _edgetpu(host, env, dist, package, rec)
+    rec["package"] = posixpath.join(dist.site, package)
     return rec, dist.path
 
 

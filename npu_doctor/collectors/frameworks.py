@@ -82,10 +82,8 @@ def collect_python_frameworks(ctx: ProbeContext) -> None:
             found.setdefault(name, []).append(env.python)
             if len(found[name]) > 1:
                 continue
-            if name == "onnxruntime" and "cuda" in rec.get("providers", []):
-                _ort_cuda_libs(ctx, rec)
-            for k, v in rec.items():
-                ctx.facts.set(f"frameworks.{name}.{k}", v, source)
+            # one subtree: a known None (torch built for no CUDA) stays null, not absent
+            ctx.facts.set(f"frameworks.{name}", rec, source)
     for name, pythons in found.items():
         ctx.facts.set(f"frameworks.{name}.environments", pythons, f"frameworks.{name}.python")
 
@@ -107,22 +105,40 @@ def _conda_packages(ctx: ProbeContext, env: "pyenv.Env") -> Optional[Dict[str, s
     return dict(sorted(out.items()))
 
 
-def _ort_cuda_libs(ctx: ProbeContext, rec: Dict[str, Any]) -> None:
-    """The CUDA/cuDNN libraries the CUDA execution provider needs and the loader cannot find.
-    ORT loads the provider at session creation and, when that fails, logs one line and runs
-    on the CPU."""
+def ort_cuda_libs(host: Host, lib: str) -> Optional[Dict[str, List[str]]]:
+    """The CUDA/cuDNN libraries the CUDA execution provider needs and those the loader cannot
+    find. ORT loads the provider at session creation and, when that fails, logs one line and
+    runs on the CPU."""
     from ..elf import ElfError, NotElf
     from ..ldso import Resolver
 
-    lib = next((p for p in rec.get("provider_libraries", []) if "providers_cuda" in p), None)
-    if lib is None:
-        return
     try:
-        node = Resolver(ctx.host).tree(lib, ("libpython3*.so*", "libonnxruntime*.so*"))[0]
+        node = Resolver(host).tree(lib, ("libpython3*.so*", "libonnxruntime*.so*"))[0]
     except (HostError, NotElf, ElfError, IndexError):
+        return None
+    return {"cuda_libs_needed": [n for n in node.info.needed if re.match(r"lib(cu|nv)", n)],
+            "cuda_libs_missing": list(node.missing)}
+
+
+@deriver(order=64)
+def derive_framework_libraries(facts: Facts, host: Host) -> None:
+    """ELF checks of framework libraries, after the probes (so that they never run beside
+    the library preflight and its measurements): the onnxruntime CUDA provider's
+    dependencies, and the Edge TPU delegate of tflite-runtime / ai-edge-litert."""
+    fws = facts.get("frameworks")
+    if not isinstance(fws, dict):
         return
-    rec["cuda_libs_needed"] = [n for n in node.info.needed if re.match(r"lib(cu|nv)", n)]
-    rec["cuda_libs_missing"] = [n for n in node.missing]
+    ort = fws.get("onnxruntime") or {}
+    lib = next((p for p in ort.get("provider_libraries", []) if "providers_cuda" in p), None)
+    if lib:
+        got = ort_cuda_libs(host, lib)
+        for k, v in (got or {}).items():
+            facts.set(f"frameworks.onnxruntime.{k}", v, f"ELF dynamic section of {lib}")
+    for name in ("tflite_runtime", "ai_edge_litert"):
+        pkg = (fws.get(name) or {}).get("package")
+        got = fw.edgetpu_delegate(host, pkg) if pkg else None
+        for k, v in (got or {}).items():
+            facts.set(f"frameworks.{name}.{k}", v, f"loader search for libedgetpu.so.1 from {pkg}")
 
 
 @collector("toolchain")
