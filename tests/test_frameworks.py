@@ -323,3 +323,16 @@ def test_onnxruntime_gpu_whose_cudnn_major_the_loader_cannot_find(tmp_path):
     assert ort["cuda_libs_missing"] == ["libcudnn.so.9", "libcublasLt.so.12"]
     f = [x for x in findings(rep) if "cannot find" in x["message"]]
     assert len(f) == 1 and f[0]["severity"] == "error" and "libcudnn.so.9" in f[0]["message"]
+
+
+def test_verify_reports_a_cuda_wheel_replaced_by_the_cpu_one(tmp_path):
+    gpu = app_snapshot(tmp_path / "a", ["torch-2.3.1-cu121"])
+    cpu = app_snapshot(tmp_path / "b", ["torch-2.3.1-aarch64-cpu"])
+    lockfile = tmp_path / "env.lock"
+    proc = run_cli("lock", "--snapshot", str(gpu), "-o", str(lockfile))
+    assert proc.returncode == 0, proc.stderr
+    assert 'cuda = "12.1"' in lockfile.read_text()
+    proc = run_cli("verify", str(lockfile), "--snapshot", str(cpu), "--format", "json")
+    assert proc.returncode == 1, proc.stderr
+    msgs = [f["message"] for f in json.loads(proc.stdout)["findings"]]
+    assert any("frameworks.torch.cuda" in m and "12.1" in m for m in msgs), msgs
