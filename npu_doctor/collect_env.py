@@ -67,6 +67,17 @@ def _cuda_available(facts: Dict[str, Any]) -> str:
     return NOT_CHECKED
 
 
+def _xpu(facts: Dict[str, Any]) -> str:
+    t = lookup(facts, "frameworks.torch") or {}
+    if not t:
+        return NOT_FOUND + " (no torch)"
+    if t.get("backend") in ("cpu", "cuda", "rocm"):
+        return f"No (torch built for {t['backend']})"
+    if t.get("backend") == "xpu":
+        return "expected Yes (torch built for XPU; " + NOT_CHECKED + ")"
+    return NOT_CHECKED
+
+
 def _gpus(facts: Dict[str, Any]) -> str:
     gpus = [a for a in lookup(facts, "accelerators") or [] if a.get("vendor") in ("nvidia", "jetson")]
     if not gpus:
@@ -186,6 +197,7 @@ def render_collect_env(result: Any) -> str:
         f"Nvidia driver version: {_v(f, 'drivers.nvidia.version')}",
         f"Driver CUDA version: {_v(f, 'drivers.nvidia.cuda_version')}",
         f"cuDNN version: {cudnn}",
+        f"Is XPU available: {_xpu(f)}",
         f"HIP runtime version: {_v(f, 'sdks.rocm.version')}",
         f"MIOpen runtime version: {_v(f, 'sdks.miopen.version')}",
         f"Is XNNPACK available: {NOT_CHECKED}",

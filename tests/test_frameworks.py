@@ -255,19 +255,42 @@ COLLECT_ENV_LABELS = (
     "PyTorch version:", "Is debug build:", "CUDA used to build PyTorch:", "ROCM used to build PyTorch:",
     "OS:", "GCC version:", "Clang version:", "CMake version:", "Libc version:", "Python version:",
     "Python platform:", "Is CUDA available:", "CUDA runtime version:", "CUDA_MODULE_LOADING set to:",
-    "GPU models and configuration:", "Nvidia driver version:", "cuDNN version:", "HIP runtime version:",
+    "GPU models and configuration:", "Nvidia driver version:", "cuDNN version:", "Is XPU available:",
+    "HIP runtime version:",
     "MIOpen runtime version:", "Is XNNPACK available:", "CPU:", "Versions of relevant libraries:")
 
 
-def _torch_collect_env_labels():
-    """The labels of a real collect_env run when torch can be imported here, else None."""
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return None
-    out = subprocess.run([sys.executable, "-m", "torch.utils.collect_env"], capture_output=True,
-                         text=True, timeout=300).stdout
-    return [l.split(":")[0] + ":" for l in out.splitlines() if re.match(r"^[A-Z][^:\[]+:", l)]
+def _torch_python():
+    """An interpreter that can import torch: $NPU_DOCTOR_TORCH_PYTHON, or this one; None when
+    neither can (then the labels come from collect_env.py's source, above)."""
+    for py in (os.environ.get("NPU_DOCTOR_TORCH_PYTHON"), sys.executable):
+        if py and subprocess.run([py, "-c", "import torch.utils.collect_env"],
+                                 capture_output=True).returncode == 0:
+            return py
+    return None
+
+
+def _fields(text: str) -> dict:
+    return {m.group(1) + ":": m.group(2).strip() for m in re.finditer(r"^([A-Z][^:\[\n]*):(.*)$", text, re.M)}
+
+
+def test_side_by_side_with_torch_collect_env():
+    """Every field `python -m torch.utils.collect_env` prints has a line in our block, and the
+    facts both can know agree. Needs torch (NPU_DOCTOR_TORCH_PYTHON=/venv/bin/python)."""
+    py = _torch_python()
+    if py is None:
+        pytest.skip("no interpreter with torch (set NPU_DOCTOR_TORCH_PYTHON)")
+    theirs = subprocess.run([py, "-m", "torch.utils.collect_env"], capture_output=True, text=True,
+                            timeout=300).stdout
+    ours = run_cli("check", "--collect-env", "--python", py, "--fail-on", "never", timeout=120).stdout
+    t, o = _fields(theirs), _fields(ours)
+    # lscpu's own lines of collect_env's CPU section are not fields of ours
+    cpu = theirs.split("\nCPU:\n", 1)[1].split("\n\n", 1)[0]
+    labels = [k for k in t if k + " " not in cpu and not cpu.startswith(k)]
+    assert [k for k in labels if k not in o] == []
+    for k in ("PyTorch version:", "Is debug build:", "OS:", "Libc version:", "Python version:",
+              "Python platform:", "CUDA runtime version:"):
+        assert o[k] == t[k], k
 
 
 def test_collect_env_block_has_every_collect_env_field(app_venv, tmp_path):
@@ -275,8 +298,7 @@ def test_collect_env_block_has_every_collect_env_field(app_venv, tmp_path):
                    timeout=120)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    labels = _torch_collect_env_labels() or COLLECT_ENV_LABELS
-    for label in labels:
+    for label in COLLECT_ENV_LABELS:
         assert any(l.startswith(label) for l in lines), label
     want = _wheel_versions(app_venv)
     assert f"ONNX Runtime: {want['onnxruntime']} (flavour cpu)" in proc.stdout

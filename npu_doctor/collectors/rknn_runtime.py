@@ -61,15 +61,17 @@ def _scan_lib(ctx: ProbeContext, path: str) -> Optional[Dict[str, str]]:
     return parse_lib_version(data)
 
 
-def python_dists(host: Host, prefixes: Tuple[str, ...], site_globs=SITE_GLOBS) -> Dict[str, Tuple[str, str]]:
+def python_dists(host: Host, prefixes: Tuple[str, ...], site_globs=SITE_GLOBS,
+                 run=None) -> Dict[str, Tuple[str, str]]:
     """{dist name: (version, dist-info path)} of installed Python distributions named exactly
     one of `prefixes` (`openvino`, not openvino_genai), in the application environments
     (npu_doctor.pyenv), then the system-wide and `site_globs` directories; first found wins.
-    The version is METADATA's `Version:` (else the folder name's)."""
+    The version is METADATA's `Version:` (else the folder name's). Pass a probe's `ctx.run`
+    as `run`, so one check asks each interpreter once."""
     from ..pyenv import find_dists, site_dirs
 
     found: Dict[str, Tuple[str, str]] = {}
-    dists = find_dists(host, list(prefixes), site_dirs(host, extra_globs=site_globs))
+    dists = find_dists(host, list(prefixes), site_dirs(host, extra_globs=site_globs, run=run))
     for pre in prefixes:
         dist = dists.get(pre.replace("_", "-").lower())
         if dist is None:
@@ -97,7 +99,7 @@ def collect_rknn_runtime(ctx: ProbeContext) -> None:
         ctx.facts.set(f"{key}.build", got.get("build"), path)
         ctx.facts.set(f"{key}.path", ctx.host.realpath(path), path)
 
-    for pre, (ver, where) in python_dists(ctx.host, tuple(DISTS)).items():
+    for pre, (ver, where) in python_dists(ctx.host, tuple(DISTS), run=ctx.run).items():
         ctx.facts.set(f"sdks.{DISTS[pre]}.version", ver, where)
         ctx.facts.set(f"sdks.{DISTS[pre]}.path", where, where)
 
