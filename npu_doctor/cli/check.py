@@ -24,7 +24,11 @@ from .common import (_fail, _open_host, _progress_printer, _use_color, exit_for,
 @click.option("-v", "--verbose", is_flag=True, help="Show every fact with its source, and failed probes.")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
               show_default=True, help="Colour the text report (auto: on a terminal, unless NO_COLOR is set).")
-def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, sample_s, verbose, color):
+@click.option("--collect-env", "collect_env", is_flag=True,
+              help="Print the environment block for bug reports (what `python -m "
+                   "torch.utils.collect_env` prints, for every framework) instead of the report.")
+def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, sample_s, verbose, color,
+          collect_env):
     """Check this host (or a snapshot) and report findings.
 
     \b
@@ -52,7 +56,11 @@ def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, s
         _fail(str(e))
     except HostError as e:
         _fail(str(e))
-    if fmt == "json":
+    if collect_env:
+        from ..collect_env import render_collect_env
+
+        sys.stdout.write(render_collect_env(result))
+    elif fmt == "json":
         sys.stdout.write(render_json(result))
     else:
         sys.stdout.write(render_text(result, verbose=verbose, color=_use_color(color),

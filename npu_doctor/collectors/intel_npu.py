@@ -190,7 +190,7 @@ def collect_intel_npu(ctx: ProbeContext) -> None:
                 ctx.facts.set(f"sdks.{sdk}.version", hit[0], hit[1])
                 ctx.facts.set(f"sdks.{sdk}.path", hit[1], hit[1])
                 break
-    for pre, (ver, where) in python_dists(host, ("openvino",)).items():
+    for pre, (ver, where) in python_dists(host, ("openvino",), run=ctx.run).items():
         ctx.facts.set("sdks.openvino.version", ver, where)
         ctx.facts.set("sdks.openvino.path", where, where)
     if not ctx.facts.data:
