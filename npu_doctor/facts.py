@@ -58,6 +58,21 @@ def lookup(tree: Any, path: str) -> Any:
 ACCEL_KEYS = ("pci_address", "sysfs", "dev")
 
 
+def accelerator_key(a: Dict[str, Any]) -> str:
+    """A stable identity for one `accelerators[]` record across samples: its PCI address,
+    else its sysfs path, else its /dev node, else `vendor:index`."""
+    return (a.get("pci_address") or a.get("sysfs") or a.get("dev")
+            or f"{a.get('vendor', '?')}:{a.get('index', '?')}")
+
+
+def accelerator_label(a: Dict[str, Any]) -> str:
+    """How events and metrics name an accelerator: `name where` (`Hailo-8 0000:01:00.0`,
+    `rknpu fdab0000.npu`), or just the name when it has no place."""
+    name = a.get("name") or a.get("vendor") or "accelerator"
+    where = a.get("pci_address") or (a.get("sysfs") or "").rsplit("/", 1)[-1]
+    return f"{name} {where}".strip() if where and where != name else name
+
+
 class Facts:
     """A facts tree plus a map from leaf path to source."""
 
