@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from npu_doctor.catalogs import (CatalogSet, literal_needles, load_catalog_file, load_catalogs,
+from npu_doctor.catalog import (CatalogSet, literal_needles, load_catalog_file, load_catalogs,
                                  split_lines, strip_prefix)
 from npu_doctor.errors import ConfigError
 from npu_doctor.rules import load_rules
@@ -125,3 +125,20 @@ def test_bad_catalog_is_one_config_error(tmp_path, name):
     with pytest.raises(ConfigError) as exc:
         load_catalog_file(str(p))
     assert str(p) in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_explain_command_finds_codes_lines_and_fragments():
+    import subprocess
+    import sys
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "npu_doctor", *args], capture_output=True, text=True)
+
+    r = run("explain", "[ 1406.3] apex 0000:01:00.0: Couldn't initialize interrupts: -28")
+    assert r.returncode == 0 and "device-unhealthy" in r.stdout and "ENOSPC" in r.stdout
+    r = run("explain", "RKLLM_MODEL_TOO_OLD")
+    assert r.returncode == 0 and "toolkit-runtime-mismatch" in r.stdout and "https://" in r.stdout
+    r = run("explain", "no such thing at all 12345")
+    assert r.returncode == 1 and "nothing in the catalogs" in r.stdout
+    r = run("rules", "explain", "firmware-missing")
+    assert "Catalog entries that raise it" in r.stdout and "HAILO_FW_NOT_FOUND" in r.stdout

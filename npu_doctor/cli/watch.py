@@ -1,0 +1,100 @@
+"""`npu-doctor watch` (the daemon) and `npu-doctor fix` (structured sysfs fixes)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from ..errors import ConfigError, HostError, SnapshotError
+from .common import (EXIT_OK, _fail, _open_host, host_options)
+
+
+
+@click.command()
+@host_options
+@click.option("--interval", type=click.FloatRange(0.05, 3600), default=5.0, show_default=True,
+              metavar="SECONDS", help="How often to sample temperatures, clocks, utilisation and runtime PM.")
+@click.option("--check-interval", type=click.FloatRange(1, 86400), default=300.0, show_default=True,
+              metavar="SECONDS", help="How often to re-run the whole check and log findings raised/cleared.")
+@click.option("--log-format", type=click.Choice(["journal", "json"]), default="journal", show_default=True,
+              help="journal: `<4>event subject: message` lines for journald; json: one object per line.")
+@click.option("--textfile-dir", metavar="DIR",
+              help="Write npu_doctor.prom there for node_exporter's textfile collector.")
+def watch(snapshot, probe_dirs, rule_dirs, logs, interval, check_interval, log_format, textfile_dir):
+    """Run as a daemon: log throttling, runtime suspend, hot-plug and CPU fallback as they happen.
+
+    Logs transitions only (one line each), never one line per sample. Under systemd
+    (Type=notify) it sends READY=1 after the first sample, WATCHDOG=1 after every completed
+    sample, STATUS= lines, and STOPPING=1 on SIGTERM. SIGHUP reloads probes and rules; a bad
+    new file is rejected (config-rejected) and the old configuration keeps running.
+
+    \b
+    Examples:
+      npu-doctor watch --interval 1
+      npu-doctor watch --log-format json --textfile-dir /var/lib/node_exporter/textfile_collector
+    """
+    from ..check import Config
+    from ..sdnotify import Notifier, clean_child_environ
+    from ..watch import Watcher
+
+    probe_dirs, rule_dirs = list(probe_dirs), list(rule_dirs)
+    notifier = Notifier()
+    clean_child_environ()
+    if textfile_dir and not os.path.isdir(textfile_dir):
+        _fail(f"--textfile-dir {textfile_dir}: no such directory")
+    if textfile_dir:
+        try:
+            import prometheus_client  # noqa: F401  (only to say what is missing)
+        except ImportError:
+            _fail("--textfile-dir needs prometheus-client: pip install 'npu-doctor[watch]'")
+    try:
+        config = Config.load(probe_dirs, rule_dirs)
+        host = _open_host(snapshot, list(logs))
+    except (ConfigError, SnapshotError, HostError) as e:
+        _fail(str(e))
+    watcher = Watcher(host, config, interval, check_interval, log_format=log_format,
+                      textfile_dir=textfile_dir,
+                      reload_config=lambda: Config.load(probe_dirs, rule_dirs), notifier=notifier)
+    watcher.install_signals()
+    sys.exit(watcher.run())
+
+
+@click.command()
+@host_options
+@click.option("--apply", "do_apply", is_flag=True, help="Perform the writes (root, live host only).")
+@click.option("--select", multiple=True, metavar="ID", help="Only fixes of these rule ids; repeatable.")
+def fix(snapshot, probe_dirs, rule_dirs, logs, do_apply, select):
+    """Show, and with --apply perform, the sysfs writes that fix current findings.
+
+    Only structured fixes are applied (for example power/control = on for
+    runtime-autosuspend); everything else stays advice in `npu-doctor check`. Writes last
+    until reboot: the check's `make it stay` lines say how to persist them.
+    """
+    from ..check import Config, run_check
+    from ..fix import apply, planned_writes
+
+    try:
+        config = Config.load(probe_dirs, rule_dirs)
+        host = _open_host(snapshot, list(logs))
+        result = run_check(host, config, select=select)
+    except (ConfigError, SnapshotError, HostError) as e:
+        _fail(str(e))
+    writes = planned_writes(result)
+    if not writes:
+        click.echo("Nothing to write: no current finding has a sysfs fix.")
+        sys.exit(EXIT_OK)
+    for w in writes:
+        click.echo(f"{w.rule} [{w.subject}]: {w.path}: {w.current or '?'} -> {w.value}")
+    if not do_apply:
+        click.echo("\nRun `sudo npu-doctor fix --apply` to write these.")
+        sys.exit(EXIT_OK)
+    if snapshot:
+        _fail("--apply writes to this host's /sys; it cannot apply to a snapshot")
+    if os.geteuid() != 0:
+        _fail("--apply needs root (sysfs attributes are root-writable): sudo npu-doctor fix --apply")
+    failed = apply(writes)
+    for w in writes:
+        click.echo(f"{w.path}: {w.result}")
+    sys.exit(1 if failed else EXIT_OK)
