@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import tomli_w
 
-from npu_doctor.catalogs import load_catalogs
+from npu_doctor.catalog import load_catalogs
 
 from conftest import check_json, fact_values, finding_ids
 
