@@ -220,6 +220,7 @@ def _cell(v) -> str:
 
 
 from . import cli_watch  # noqa: E402,F401  (registers `watch` and `fix`)
+from .deploy import cli as _deploy_cli  # noqa: E402,F401  (registers `service`)
 
 
 def _facts_for_lock(snapshot, probe_dirs, rule_dirs, logs):
