@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 from . import __version__
+from .catalog import CatalogSet, load_catalogs
+from .errors import ConfigError
 from .facts import Facts
 from .host import Host
 from .probes import ProbeResult, ProbeSpec, Signature, load_signatures, load_specs, run_probes
@@ -43,6 +45,7 @@ class Config:
     specs: List[ProbeSpec]
     rules: RuleSet
     signatures: List[Signature]
+    catalogs: CatalogSet
 
     @classmethod
     def load(cls, probe_dirs: Iterable[str] = (), rule_dirs: Iterable[str] = ()) -> "Config":
@@ -50,9 +53,20 @@ class Config:
         from .datafiles import save_cache
 
         probe_dirs, rule_dirs = list(probe_dirs), list(rule_dirs)
-        config = cls(load_specs(probe_dirs), load_rules(rule_dirs), load_signatures(probe_dirs))
+        rules = load_rules(rule_dirs)
+        catalogs = load_catalogs()
+        check_catalog_rules(catalogs, rules)
+        config = cls(load_specs(probe_dirs), rules, load_signatures(probe_dirs), catalogs)
         save_cache()
         return config
+
+
+def check_catalog_rules(catalogs: CatalogSet, rules: RuleSet) -> None:
+    """Every catalog entry raises a rule that exists. Raises ConfigError naming the entry."""
+    known = {r.id for r in rules.rules}
+    for e in catalogs.entries():
+        if e.rule and e.rule not in known:
+            raise ConfigError(f"{e.catalog}: entry {e.key}: rule {e.rule!r} is not a known rule id")
 
 
 def run_check(host: Host, config: Config, select: Sequence[str] = (),
@@ -60,7 +74,8 @@ def run_check(host: Host, config: Config, select: Sequence[str] = (),
               progress: Optional[Callable[[str], None]] = None,
               sample_s: float = 0.0) -> CheckResult:
     specs = [s for s in config.specs if s.fast] if only_fast else config.specs
-    facts, results = run_probes(host, specs, progress=progress, options={"sample_s": sample_s, "signatures": config.signatures})
+    facts, results = run_probes(host, specs, progress=progress, options={"sample_s": sample_s, "signatures": config.signatures,
+                                                "catalogs": config.catalogs})
     probe_rows = [p.to_json() for p in results]
     findings = evaluate(config.rules, facts, probe_rows)
     findings = filter_findings(findings, select, ignore)

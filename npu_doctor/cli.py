@@ -219,7 +219,18 @@ def rules_explain(rule_id, rule_dirs):
             cells = ", ".join(f"{k}={_cell(v)}" for k, v in row.items() if k not in ("source", "date"))
             click.echo(f"  {cells}")
             click.echo(f"      source: {row.get('source')}" + (f" ({row['date']})" if row.get("date") else ""))
-    files = sorted({rule.file} | {m.file for m in rule.matches if m.file})
+    from .catalog import load_catalogs
+
+    try:
+        entries = [e for e in load_catalogs().entries() if e.rule == rule.id]
+    except ConfigError as e:
+        _fail(str(e))
+    if entries:
+        click.echo(f"\nCatalog entries that raise it ({len(entries)}; `npu-doctor explain CODE` for one):")
+        for e in entries:
+            head = " ".join(x for x in (e.mnemonic, f"({e.code})" if e.code and e.mnemonic else e.code) if x)
+            click.echo(f"  [{e.catalog}] {head or e.key}: {e.meaning}")
+    files = sorted({rule.file} | {m.file for m in rule.matches if m.file and m.file != "catalogs"})
     click.echo("\nDefined in " + ", ".join(files))
 
 
@@ -230,6 +241,8 @@ def _cell(v) -> str:
 
 
 from . import cli_watch  # noqa: E402,F401  (registers `watch` and `fix`)
+from . import cli_model  # noqa: E402,F401  (registers `model`)
+from . import cli_explain  # noqa: E402,F401  (registers `explain`)
 from .deploy import cli as _deploy_cli  # noqa: E402,F401  (registers `service`)
 
 

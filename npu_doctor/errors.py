@@ -42,3 +42,7 @@ class ConfigError(NpuDoctorError):
 
 class SnapshotError(NpuDoctorError):
     """A snapshot is missing, unreadable or malformed. Exit status 2."""
+
+
+class ModelError(NpuDoctorError):
+    """A model file that cannot be read (missing, truncated, not a model). Exit status 2."""

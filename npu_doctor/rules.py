@@ -55,7 +55,7 @@ MATCH_KEYS = {"for_each", "when", "subject", "message", "evidence", "severity", 
 FIX_KEYS = {"kind", "text", "sysfs_write", "when", "url"}
 _CMP = {"eq", "ne", "lt", "le", "gt", "ge", "in", "not_in", "contains", "matches",
         "version_lt", "version_le", "version_gt", "version_ge", "version_eq", "version_ne"}
-OPERATORS = _CMP | {f"{o}_fact" for o in _CMP} | {"exists", "version_prefix"}
+OPERATORS = _CMP | {f"{o}_fact" for o in _CMP} | {"exists", "version_prefix", "version_prefix_fact"}
 #: Rules that compare versions against the matrices.
 VERSION_RULE_RE = re.compile(r"mismatch|incompatible|not-in-matrix")
 _ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -323,7 +323,21 @@ def load_rules(extra_dirs: Iterable[str] = ()) -> RuleSet:
             m.fixes = m.fixes + ext.fixes + [Fix("doc", d) for d in ext.docs
                                              if not any(f.text == d for f in m.fixes + ext.fixes)]
         base.matches.extend(ext.matches)
+    for r in rules:
+        r.matches.append(catalog_match(r.id))
     return RuleSet(rules, matrices, matrix_info)
+
+
+def catalog_match(rule_id: str) -> Match:
+    """How a catalog entry (npu_doctor.catalogs) raises its rule: a log_events[] element that
+    names the rule. Message, subject, severity and fixes come from the entry."""
+    return Match(
+        for_each="log_events", when=[{"fact": "it.rule", "eq": rule_id}],
+        subject="{it.subject}", message="{it.message}",
+        evidence=["it.line", "it.count", "it.also", "it.meaning"], severity="{it.severity}",
+        fixes=[Fix("now", "{it.fix_now}"), Fix("persist", "{it.fix_persist}"),
+               Fix("doc", "{it.fix_doc}"), Fix("doc", "{it.source_url}")],
+        file="catalogs")
 
 
 # -- evaluation --------------------------------------------------------------------------
@@ -424,6 +438,7 @@ def evaluate(ruleset: RuleSet, facts: Facts, probes: List[Dict[str, Any]]) -> Li
     root = dict(facts.data)
     root["probes"] = probes
     findings: List[Finding] = []
+    from_catalog: set = set()
     seen = set()
     for rule in ruleset.rules:
         for match in rule.matches:
@@ -463,9 +478,40 @@ def evaluate(ruleset: RuleSet, facts: Facts, probes: List[Dict[str, Any]]) -> Li
                 for url in rule.docs:
                     if not any(f["text"] == url for f in fixes):
                         fixes.append({"kind": "doc", "text": url})
-                findings.append(Finding(rule.id, match.severity or rule.severity, rule.title,
+                severity = match.severity or rule.severity
+                if "{" in severity:
+                    severity = render(severity, scope)
+                    if severity not in SEVERITIES:
+                        severity = rule.severity
+                findings.append(Finding(rule.id, severity, rule.title,
                                         message, subject, evidence, fixes))
-    return findings
+                if match.file == "catalogs":
+                    from_catalog.add(id(findings[-1]))
+    return _vendor_match_wins(findings, from_catalog)
+
+
+def _vendor_match_wins(findings: List[Finding], from_catalog: set) -> List[Finding]:
+    """A catalog finding whose log line a rule's own match already reports (with the vendor's
+    knowledge of the cause) is the same problem said twice: keep the rule's."""
+    lines_by_rule: Dict[str, set] = {}
+    for f in findings:
+        if id(f) not in from_catalog:
+            for ev in f.evidence:
+                if isinstance(ev.get("value"), str):
+                    lines_by_rule.setdefault(f.id, set()).add(ev["value"].strip())
+    out = []
+    for f in findings:
+        if id(f) in from_catalog:
+            line = next((ev["value"] for ev in f.evidence if ev["fact"].endswith(".line")), None)
+            if isinstance(line, str) and _line_reported(line, lines_by_rule.get(f.id, ())):
+                continue
+        out.append(f)
+    return out
+
+
+def _line_reported(line: str, values: Iterable[str]) -> bool:
+    line = line.strip()
+    return any(v and (v in line or line in v) and len(v) > 20 for v in values)
 
 
 def _scopes(root: Dict[str, Any], for_each: Optional[str]):

@@ -363,7 +363,8 @@ class Watcher:
         self._busy = True
         try:
             facts, results = run_probes(self.host, self.fast_specs, max_workers=0,
-                                        options={"sample_s": 0, "signatures": self.config.signatures})
+                                        options={"sample_s": 0, "signatures": self.config.signatures,
+                                                 "catalogs": self.config.catalogs})
             events = self.tracker.sample(facts, results, now)
             if self._prune:
                 # a probe with nothing to read on this host is left alone from now on

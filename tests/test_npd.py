@@ -107,10 +107,10 @@ def test_configs_are_current():
 
 
 def test_every_rule_belongs_to_one_area_and_every_area_rule_exists():
-    from npu_doctor.deploy.npd import AREAS, NOT_A_CONDITION
+    from npu_doctor.deploy.npd import AREAS, NOT_A_CONDITION, NOT_A_CONDITION_PREFIXES
     from npu_doctor.rules import load_rules
 
-    known = {r.id for r in load_rules().rules}
+    known = {r.id for r in load_rules().rules if not r.id.startswith(NOT_A_CONDITION_PREFIXES)}
     placed = [rid for _c, _a, ids in AREAS for rid in ids]
     assert len(placed) == len(set(placed))
     assert set(placed) <= known, set(placed) - known
@@ -155,3 +155,22 @@ def test_kernel_monitor_matches_the_kernel_lines_of_the_cases_as_npd_does():
             assert npd, (case, line, hits)
             checked += 1
     assert checked >= 5
+
+
+def test_kernel_monitor_matches_every_catalog_example_it_carries():
+    from npu_doctor.catalog import load_catalogs, strip_prefix
+    from npu_doctor.deploy.npd import _kernel_sources
+
+    rules = {r["pattern"] for r in load("npu-doctor-kernel-monitor.json")["rules"]}
+    compiled = [re.compile(p.replace(r"\z", r"\Z") + r"\Z") for p in rules]
+    checked = 0
+    for where, _ident, regex, _rule in _kernel_sources([], load_catalogs().catalogs):
+        cat_entry = where.rsplit(": entry ", 1)[1]
+        examples = [e.examples for c in load_catalogs().catalogs for e in c.entries if e.key == cat_entry
+                    and e.pattern is regex][0]
+        assert examples, where
+        for ex in examples:
+            msg = strip_prefix(ex)
+            assert any(rx.search(msg) for rx in compiled), (where, ex)
+            checked += 1
+    assert checked >= 10

@@ -9,15 +9,13 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import CASES, REPO
 from test_watch import Daemon, board, write, zone_temp_file  # noqa: F401  (board: fixture)
 
 jsonschema = pytest.importorskip("jsonschema")
 
 SCHEMA_DIR = REPO / "npu_doctor" / "schema"
-CASES = REPO.parent / "shared" / "cases"
-if not CASES.is_dir():
-    CASES = REPO.parent.parent / "shared" / "cases"   # a worktree under /work
+REPO_CASES = REPO / "tests" / "cases"
 
 
 def validator(name):
@@ -47,7 +45,8 @@ def test_report_names_its_schema_and_the_schema_is_shipped():
 @pytest.mark.skipif(not CASES.is_dir(), reason="../shared/cases not present")
 def test_every_case_report_validates():
     v = validator("report-v1.json")
-    cases = sorted(p for p in CASES.iterdir() if (p / "case.toml").exists())
+    cases = sorted(p for d in (CASES, REPO_CASES) if d.is_dir() for p in d.iterdir()
+                   if (p / "case.toml").exists())
     assert len(cases) >= 10
     bad = {}
     for case in cases:

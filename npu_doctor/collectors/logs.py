@@ -79,6 +79,13 @@ def _add_events(ctx: ProbeContext, events: List[Dict[str, Any]]) -> None:
         ctx.facts.sources[f"log_events[{len(lst) - 1}]"] = f"{ev['source']}:{ev['line_no']}"
 
 
+def _add_catalog_events(ctx: ProbeContext, text: str, source: str, scopes: Tuple[str, ...],
+                        log_scope: str) -> None:
+    catalogs = ctx.options.get("catalogs")
+    if catalogs is not None:
+        _add_events(ctx, catalogs.match_text(text, source, scopes, log_scope))
+
+
 @collector("kernel_log")
 def collect_kernel_log(ctx: ProbeContext) -> None:
     got = kernel_log(ctx)
@@ -91,6 +98,7 @@ def collect_kernel_log(ctx: ProbeContext) -> None:
     ctx.facts.set("kernel_log.lines", len(text.splitlines()), source)
     _add_events(ctx, match_signatures(text, source.lstrip("$ "), ctx.options.get("signatures", []),
                                       "kernel"))
+    _add_catalog_events(ctx, text, source.lstrip("$ "), ("kernel",), "kernel")
 
 
 @collector("runtime_logs")
@@ -101,3 +109,5 @@ def collect_runtime_logs(ctx: ProbeContext) -> None:
     ctx.facts.set("runtime_logs.files", [name for name, _ in logs])
     for name, text in logs:
         _add_events(ctx, match_signatures(text, name, ctx.options.get("signatures", []), "runtime"))
+        # a saved syslog or kern.log carries kernel messages too
+        _add_catalog_events(ctx, text, name, ("kernel", "runtime"), "runtime")

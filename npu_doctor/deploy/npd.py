@@ -9,7 +9,8 @@ finding.
 `python -m npu_doctor.deploy.npd [--check] [OUTDIR]` writes (or, with --check, compares)
   npu-doctor-plugin-monitor.json   a custom plugin monitor: one permanent condition per area
   npu-doctor-kernel-monitor.json   a system-log monitor (kmsg) whose rules are the kernel-log
-                                   signatures of probes/*.toml (scope = "kernel")
+                                   signatures of probes/*.toml (scope = "kernel") and the
+                                   pattern entries of the vendor catalogs (catalogs/*.toml)
 NPD matches a rule's pattern against the message with `pattern + "\\z"` (Go RE2,
 pkg/systemlogmonitor/logwatchers/.../log_buffer.go), so patterns get a trailing `.*`.
 """
@@ -46,6 +47,8 @@ AREAS: List[Tuple[str, str, Tuple[str, ...]]] = [
 #: Rule ids that are no node condition (inventory, the lockfile, the tool's own limits).
 NOT_A_CONDITION = {"no-accelerator-found", "probe-failed", "insufficient-privileges", "lock-drift",
                    "version-not-in-matrix"}
+#: ... and the rules of `npu-doctor model` (about a model file, not the node).
+NOT_A_CONDITION_PREFIXES = ("model-",)
 #: Kernel-log signatures that announce a version (read as facts), not a problem.
 INFORMATIONAL_SIGNATURES = {"hailo-driver-init", "nvidia-module-version-line"}
 #: Signatures whose `rule` field is one of these set the permanent kernel condition.
@@ -104,22 +107,36 @@ def go_pattern(regex: "re.Pattern[str]") -> str:
     return src if src.endswith(("$", r"\z", ".*")) else src + ".*"
 
 
-def kernel_monitor(signatures: Sequence[Any]) -> Tuple[Dict[str, Any], List[str]]:
-    """The system-log monitor config and the notes on signatures left out."""
-    rules, notes, seen = [], [], set()
+def _kernel_sources(signatures: Sequence[Any], catalogs: Sequence[Any]):
+    """(where, reason id, regex, rule id or None) of every kernel-log problem pattern: the
+    `[[signature]]` tables with scope kernel, and the pattern entries of vendor catalogs
+    (not benign, raising a rule) that can be kernel lines. Generic kernel catalogs (keyed by
+    the driver named in the line) are left to a later version."""
     for sig in signatures:
-        if sig.scope != "kernel" or sig.id in INFORMATIONAL_SIGNATURES or sig.fields.get("benign"):
+        if sig.scope == "kernel" and sig.id not in INFORMATIONAL_SIGNATURES and not sig.fields.get("benign"):
+            yield f"{sig.file}: signature {sig.id}", sig.id, sig.regex, sig.fields.get("rule")
+    for cat in catalogs:
+        if cat.generic or not cat.vendor or cat.scope not in ("kernel", "any"):
             continue
+        for e in cat.entries:
+            if e.pattern is not None and not e.benign and e.rule and e.scope in ("kernel", "any"):
+                yield f"{cat.file}: entry {e.key}", f"{cat.id}-{e.key}", e.pattern, e.rule
+
+
+def kernel_monitor(signatures: Sequence[Any], catalogs: Sequence[Any] = ()) -> Tuple[Dict[str, Any], List[str]]:
+    """The system-log monitor config and the notes on patterns left out."""
+    rules, notes, seen = [], [], set()
+    for where, ident, regex, rule_id in _kernel_sources(signatures, catalogs):
         try:
-            pattern = go_pattern(sig.regex)
+            pattern = go_pattern(regex)
         except ValueError as e:
-            notes.append(f"{sig.file}: signature {sig.id}: left out ({e})")
+            notes.append(f"{where}: left out ({e})")
             continue
         if pattern in seen:
             continue
         seen.add(pattern)
-        rule = {"type": "temporary", "reason": _camel(sig.id), "pattern": pattern}
-        if sig.fields.get("rule") in PERMANENT_RULES:
+        rule = {"type": "temporary", "reason": _camel(ident), "pattern": pattern}
+        if rule_id in PERMANENT_RULES:
             rules.append(dict(rule, type="permanent", condition="NPUKernelProblem"))
         rules.append(rule)
     cfg = {
@@ -166,10 +183,11 @@ def render(cfg: Dict[str, Any]) -> str:
 def generated(probe_dirs: Sequence[str] = (), command: str = DEFAULT_COMMAND) -> Tuple[Dict[str, str], List[str]]:
     """{file name: content} of both configs, and notes. Raises ConfigError for bad probes."""
     from .. import registry
+    from ..catalog import load_catalogs
     from ..probes import load_signatures
 
     registry.load_all()
-    kmon, notes = kernel_monitor(load_signatures(probe_dirs))
+    kmon, notes = kernel_monitor(load_signatures(probe_dirs), load_catalogs().catalogs)
     return {"npu-doctor-plugin-monitor.json": render(plugin_monitor(command)),
             "npu-doctor-kernel-monitor.json": render(kmon)}, notes
 

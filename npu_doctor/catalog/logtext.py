@@ -1,0 +1,138 @@
+"""Log text as the catalogs read it: prefixes stripped, wrapped lines joined, needles found.
+
+Kernel and runtime messages reach us in many wrappings (dmesg with and without timestamps,
+`dmesg -T`, syslog and kern.log, journalctl short/short-iso/short-monotonic, rsyslog `#012`
+escapes). `strip_prefix` leaves the message; `iter_lines` streams a log's lines;
+`literal_needles` finds the literals a regex needs, and `block_hits` the lines of a block that
+contain one, so the regexes run only on lines that can match.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from typing import Iterable, Iterator, List, Optional, Tuple
+
+try:  # Python 3.11+ keeps the regex parser private; 3.8-3.10 have sre_parse
+    from re import _parser as _sre_parse  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - older Pythons
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
+
+#: Log prefixes stripped before matching and counting: dmesg `[  12.345678]`, `dmesg -T`
+#: `[Mon Mar  4 10:00:00 2024]`, syslog `Mar  4 10:00:00 host kernel:`, ISO/journal
+#: short-iso `2024-03-04T10:00:00+0100 host kernel:`, journalctl short-monotonic.
+_PREFIX_RES = [
+    re.compile(r"^<\d>"),
+    re.compile(r"^[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)? \S+ (?:kernel|[\w.\-/]+(?:\[\d+\])?): "),
+    re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? \S+ "
+               r"(?:kernel|[\w.\-/]+(?:\[\d+\])?): "),
+    re.compile(r"^\[ *\d+\.\d+\] (?:\S+ kernel: )?"),
+    re.compile(r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4}\] "),
+    re.compile(r"^kernel: "),
+]
+
+
+def strip_prefix(line: str) -> str:
+    """The message of a log line without its dmesg/syslog/journald prefix(es)."""
+    s = line.strip()
+    for _ in range(3):  # syslog around dmesg: `Mar 4 ... kernel: [  1.2] msg`
+        before = s
+        for rx in _PREFIX_RES:
+            m = rx.match(s)
+            if m:
+                s = s[m.end():]
+        if s == before:
+            break
+    return s.strip()
+
+
+def split_lines(text: str) -> List[str]:
+    """Log lines of a text (see `iter_lines`)."""
+    return list(iter_lines(text.splitlines()))
+
+
+def iter_lines(lines: Iterable[str]) -> Iterator[str]:
+    """Log lines with rsyslog's `#012` (newline) escapes split and `#011` (tab) undone, and a
+    message that a paste wrapped after a colon joined with its lower-case continuation (the
+    continuation's own line stays, empty, so line numbers hold). Streams: one line held."""
+    prev: Optional[str] = None
+    for raw in lines:
+        raw = raw.rstrip("\r\n")
+        parts = raw.replace("#012", "\n").replace("#011", "\t").split("\n") if "#01" in raw else [raw]
+        for line in parts:
+            if prev is not None and prev.rstrip().endswith(":") and line[:1].islower() \
+                    and strip_prefix(line) == line.strip():
+                yield prev.rstrip() + " " + line.strip()
+                prev = ""
+                continue
+            if prev is not None:
+                yield prev
+            prev = line
+    if prev is not None:
+        yield prev
+
+
+def literal_needles(pattern: str, flags: int = 0) -> Optional[List[str]]:
+    """Literal strings (lower-cased) of which every match of `pattern` contains at least one,
+    or None when no such set of 4+ character strings is found. Used to skip lines that
+    cannot match: a run of literals, or one literal per branch of an alternation."""
+    try:
+        parsed = _sre_parse.parse(pattern, flags)
+    except Exception:
+        return None
+
+    def best_of(seq) -> Optional[List[str]]:
+        best: Optional[List[str]] = None
+        run = ""
+
+        def offer(cand: Optional[List[str]]) -> None:
+            nonlocal best
+            if cand and min(map(len, cand)) > (min(map(len, best)) if best else 0):
+                best = cand
+
+        for op, av in seq:
+            name = str(op)
+            if name == "LITERAL":
+                run += chr(av)
+                continue
+            offer([run] if run else None)
+            run = ""
+            if name == "SUBPATTERN":
+                offer(best_of(av[-1]))
+            elif name in ("MAX_REPEAT", "MIN_REPEAT") and av[0] >= 1:
+                offer(best_of(av[2]))
+            elif name == "BRANCH":
+                subs = [best_of(branch) for branch in av[1]]
+                if all(subs):
+                    offer(sorted({n for sub in subs for n in sub}))  # type: ignore[union-attr]
+        offer([run] if run else None)
+        return best
+
+    got = best_of(parsed)
+    if not got or min(map(len, got)) < 4:
+        return None
+    return sorted({n.lower() for n in got})
+
+
+#: Lines searched together for needles.
+BLOCK_LINES = 4096
+
+
+def block_hits(block: List[str], start: int, needles: List[str]) -> Iterator[Tuple[int, str]]:
+    text = "\n".join(block).lower()
+    if len(text) != sum(map(len, block)) + len(block) - 1:
+        # lower() changed a length (some non-ASCII letters do): fall back to per line
+        hits = {i for i, line in enumerate(block) if any(nd in line.lower() for nd in needles)}
+    else:
+        offsets = [0]
+        for line in block:
+            offsets.append(offsets[-1] + len(line) + 1)
+        hits = set()
+        for nd in needles:
+            pos = text.find(nd)
+            while pos >= 0:
+                i = bisect.bisect_right(offsets, pos) - 1
+                hits.add(i)
+                pos = text.find(nd, offsets[i + 1]) if i + 1 < len(offsets) else -1
+    for i in sorted(hits):
+        yield start + i, block[i]

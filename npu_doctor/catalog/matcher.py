@@ -1,0 +1,384 @@
+"""Matching log lines against the loaded catalogs: events, facts, counts, lookups.
+
+`CatalogSet.match_lines` streams a log and returns `log_events[]` entries: one per entry and
+distinct message, with `count`, the rule it raises (or benign), its message, fixes and facts.
+`CatalogSet.lookup` answers `npu-doctor explain`.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+
+from ..errors import ConfigError
+from ..resources import data_files
+from .logtext import BLOCK_LINES, block_hits, iter_lines, literal_needles, strip_prefix
+from .schema import (FIX_KINDS, MAX_EVENTS_PER_ENTRY, MAX_LINE, MAX_SCAN_LINE, RESERVED, SCOPES,
+                     Catalog, Entry, _TEMPLATE_RE, load_catalog_file)
+
+_CACHE: Dict[Tuple[str, ...], "CatalogSet"] = {}
+
+
+def load_catalogs(extra_dirs: Iterable[str] = ()) -> "CatalogSet":
+    """Every shipped catalog, then those of extra dirs. Raises ConfigError (also for an id
+    defined twice)."""
+    files = tuple(data_files("catalogs", extra_dirs))
+    hit = _CACHE.get(files)
+    if hit is not None:
+        return hit
+    cats: List[Catalog] = []
+    ids: Dict[str, str] = {}
+    for path in files:
+        cat = load_catalog_file(path)
+        if cat.id in ids:
+            raise ConfigError(f"{path}: catalog {cat.id}: already defined in {ids[cat.id]}")
+        ids[cat.id] = path
+        cats.append(cat)
+    cs = CatalogSet(cats)
+    _CACHE[files] = cs
+    return cs
+
+
+# -- matching ------------------------------------------------------------------------------
+@dataclass
+class _Matcher:
+    """One regex to try on a line: an entry's own pattern, or a catalog's code pattern."""
+
+    rx: "re.Pattern[str]"
+    needles: Optional[List[str]]
+    scope: str
+    catalog: Catalog
+    entry: Optional[Entry]  # None: a code pattern (entry chosen by the code it finds)
+    generic: bool
+
+
+class CatalogSet:
+    """All loaded catalogs, with the matchers built once."""
+
+    def __init__(self, catalogs: List[Catalog]) -> None:
+        self.catalogs = catalogs
+        self.matchers: List[_Matcher] = []
+        self.drivers: Dict[str, str] = {}
+        self._cleared: Dict[Tuple[str, str], List[str]] = {}
+        for cat in catalogs:
+            for e in cat.entries:
+                if e.cleared_by:
+                    self._cleared[(cat.id, e.key)] = e.cleared_by
+            self.drivers.update(cat.drivers)
+            for p in cat.code_patterns:
+                self.matchers.append(_Matcher(p, literal_needles(p.pattern, p.flags), cat.scope,
+                                              cat, None, cat.generic))
+            for e in cat.entries:
+                if e.pattern is not None:
+                    self.matchers.append(_Matcher(e.pattern, literal_needles(e.pattern.pattern, e.pattern.flags),
+                                                  e.scope, cat, e, cat.generic))
+        self._order = {id(m): i for i, m in enumerate(self.matchers)}
+        self._always = [m for m in self.matchers if not m.needles]
+        self._by_needle: Dict[str, List[_Matcher]] = {}
+        for m in self.matchers:
+            for n in m.needles or ():
+                self._by_needle.setdefault(n, []).append(m)
+
+    def _accelerator_driver(self, groups: Dict[str, str]) -> bool:
+        return any(groups.get(k) in self.drivers for k in ("driver", "module"))
+
+    def entries(self) -> List[Entry]:
+        return [e for c in self.catalogs for e in c.entries]
+
+    def _candidates(self, line: str) -> List[_Matcher]:
+        """Matchers whose needle is in the line, in catalog and entry order."""
+        low = line.lower()
+        out = {id(m): m for m in self._always}
+        for needle, ms in self._by_needle.items():
+            if needle in low:
+                for m in ms:
+                    out[id(m)] = m
+        return sorted(out.values(), key=lambda m: self._order[id(m)])
+
+    def match_line(self, line: str, scopes: Iterable[str]) -> List[Tuple[Entry, Dict[str, str]]]:
+        """(entry, named groups) for every entry that matches one message (prefix stripped).
+
+        A vendor entry on the line hides the generic classes that also match it."""
+        scopes = set(scopes)
+        hits: List[Tuple[Entry, Dict[str, str]]] = []
+        for m in self._candidates(line):
+            if m.scope not in scopes and m.scope != "any":
+                continue
+            found = m.rx.search(line)
+            if not found:
+                continue
+            groups = {k: v for k, v in found.groupdict().items() if v is not None}
+            entry = m.entry
+            if entry is None:
+                if "code" in groups:
+                    entry = m.catalog.by_code(_norm_code(groups["code"]))
+                if entry is None and "mnemonic" in groups:
+                    entry = m.catalog.by_mnemonic(groups["mnemonic"])
+                if entry is None:
+                    continue
+            if entry.scope not in scopes and entry.scope != "any":
+                continue
+            if entry.generic and not self._accelerator_driver(groups):
+                continue  # a vendor-neutral class speaks only of accelerator drivers
+            if any(h[0] is entry or (h[0].catalog == entry.catalog and h[0].rule and entry.rule)
+                   for h in hits):
+                continue  # one finding per catalog and line: the first (most specific) entry
+            hits.append((entry, groups))
+        if any(not e.generic for e, _ in hits):
+            hits = [h for h in hits if not h[0].generic]
+        return hits
+
+    def entry_matches(self, entry: Entry, line: str) -> Optional[Dict[str, str]]:
+        """Named groups when this one entry (alone, other entries not considered) matches a
+        message, else None. What the catalog test runs on every example."""
+        msg = strip_prefix(line)
+        pats = [entry.pattern] if entry.pattern is not None else \
+            [m.rx for m in self.matchers if m.catalog.id == entry.catalog and m.entry is None]
+        for rx in pats:
+            found = rx.search(msg)
+            if not found:
+                continue
+            groups = {k: v for k, v in found.groupdict().items() if v is not None}
+            if entry.pattern is None:
+                cat = next(c for c in self.catalogs if c.id == entry.catalog)
+                got = cat.by_code(_norm_code(groups["code"])) if "code" in groups else None
+                if got is None and "mnemonic" in groups:
+                    got = cat.by_mnemonic(groups["mnemonic"])
+                if got is not entry:
+                    continue
+            if entry.generic and not self._accelerator_driver(groups):
+                continue
+            return groups
+        return None
+
+    def _candidate_lines(self, lines: Iterable[str]) -> Iterator[Tuple[int, str]]:
+        """(line number, line) of the lines that contain some matcher's needle. Works on
+        blocks of lines: each needle is searched once per block with str.find (a fast
+        substring search), which costs far less than a regex per line."""
+        if self._always or not self._by_needle:
+            yield from ((n, line) for n, line in enumerate(lines, 1) if self._always)
+            return
+        needles = list(self._by_needle)
+        block: List[str] = []
+        start = 1
+        for line in lines:
+            block.append(line)
+            if len(block) >= BLOCK_LINES:
+                yield from block_hits(block, start, needles)
+                start += len(block)
+                block = []
+        if block:
+            yield from block_hits(block, start, needles)
+
+    def match_text(self, text: str, source: str, scopes: Iterable[str],
+                   log_scope: str) -> List[Dict[str, Any]]:
+        """log_events for every catalog entry that matches a line of text (`match_lines`)."""
+        return self.match_lines(text.splitlines(), source, scopes, log_scope)
+
+    def match_lines(self, lines: Iterable[str], source: str, scopes: Iterable[str],
+                    log_scope: str) -> List[Dict[str, Any]]:
+        """log_events for every catalog entry that matches a line, streaming (a file object
+        works: one line is held at a time).
+
+        Identical messages (prefix stripped) are one event with `count`; a failure that a
+        `cleared_by` entry of the same device later clears is marked benign; several lines
+        raising one rule for one device are one event (`also`)."""
+        scopes = tuple(scopes)
+        events: List[Dict[str, Any]] = []
+        by_key: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
+        per_entry: Dict[Tuple[str, str], int] = {}
+        for n, raw in self._candidate_lines(iter_lines(lines)):
+            if len(raw) > MAX_SCAN_LINE:
+                raw = raw[:MAX_SCAN_LINE]
+            msg = strip_prefix(raw)
+            for entry, groups in self.match_line(msg, scopes):
+                k = (entry.catalog, entry.key, msg)
+                if k in by_key:
+                    by_key[k]["count"] += 1
+                    continue
+                ek = (entry.catalog, entry.key)
+                if per_entry.get(ek, 0) >= MAX_EVENTS_PER_ENTRY:
+                    continue
+                per_entry[ek] = per_entry.get(ek, 0) + 1
+                ev = self._event(entry, groups, source, n, raw, log_scope)
+                by_key[k] = ev
+                events.append(ev)
+        _apply_cleared(events, self._cleared)
+        _group_by_subject(events)
+        for ev in events:
+            if ev["count"] > 1:
+                ev["message"] += f" ({ev['count']} times)"
+        return events
+
+    def enrich(self, e: Entry, groups: Dict[str, str]) -> Dict[str, str]:
+        """Named groups plus what they imply: `errno_name` for `errno`, `vendor` from the
+        driver table or the catalog."""
+        g = dict(groups)
+        if "errno" in g:
+            g["errno_name"] = errno_name(g["errno"])
+        if ("driver" in g or "module" in g) and "vendor" not in g:
+            vendor = self.drivers.get(g.get("driver", "")) or self.drivers.get(g.get("module", "")) \
+                or e.vendor
+            if vendor:
+                g["vendor"] = vendor
+        elif e.vendor:
+            g.setdefault("vendor", e.vendor)
+        return g
+
+    def _event(self, e: Entry, groups: Dict[str, str], source: str, line_no: int, line: str,
+               scope: str) -> Dict[str, Any]:
+        g = self.enrich(e, groups)
+        ev: Dict[str, Any] = {k: v for k, v in g.items() if k not in RESERVED}
+        where = f"{source}:{line_no}"
+        meaning = e.meaning
+        text = fill(e.message, g) if e.message else meaning
+        code = e.code if e.code is not None else g.get("code")
+        label = " ".join(x for x in (e.mnemonic, f"({code})" if code and e.mnemonic else code) if x)
+        ev.update({
+            "signature": f"catalog:{e.catalog}/{e.key}", "scope": scope, "source": source,
+            "line_no": line_no, "line": line.strip()[:MAX_LINE], "count": 1,
+            "catalog": e.catalog, "entry": e.key, "code": code, "mnemonic": e.mnemonic or None,
+            "meaning": meaning, "rule": e.rule, "benign": e.benign,
+            "severity": e.severity, "source_url": e.source,
+            "message": f"{where}: {text}" + (f" [{label}]" if label else ""),
+            "subject": fill(e.subject, g) if e.subject else _default_subject(g, e),
+            "vendor": g.get("vendor") or None,
+        })
+        for kind in FIX_KINDS:
+            if e.fix.get(kind):
+                ev[f"fix_{kind}"] = fill(e.fix[kind], g)
+        facts = {}
+        for path, tmpl in e.facts.items():
+            val = fill_value(tmpl, g)
+            if val is not None:
+                facts[fill(path, g)] = val
+        if facts:
+            ev["facts"] = facts
+        if e.accelerator:
+            ev["accelerator"] = True
+        return {k: v for k, v in ev.items() if v is not None}
+
+    def lookup(self, query: str) -> List[Tuple[Entry, Dict[str, str]]]:
+        """Entries a code (`Xid 79`, `-8005`, `62`), a mnemonic (`HAILO_TIMEOUT`) or a pasted
+        log line stands for; line matches first."""
+        q = query.strip()
+        hits = self.match_line(strip_prefix(q), SCOPES)
+        if hits:
+            return [(e, self.enrich(e, g)) for e, g in hits]
+        out: List[Tuple[Entry, Dict[str, str]]] = []
+        alias, code = _split_alias(q)
+        for cat in self.catalogs:
+            if alias and not any(a.lower() == alias.lower() for a in cat.code_aliases):
+                continue
+            e = cat.by_code(_norm_code(code)) or cat.by_mnemonic(code)
+            if e is not None:
+                out.append((e, {}))
+        if not out and len(q) >= 6:
+            # a fragment of a message: the entries whose examples or meaning contain it
+            low = q.lower()
+            out = [(e, {}) for e in self.entries()
+                   if any(low in x.lower() for x in e.examples) or low in e.meaning.lower()]
+        return out
+
+
+def _split_alias(q: str) -> Tuple[str, str]:
+    m = re.match(r"^([A-Za-z][\w ]*?)[ :#]+(-?\w+)$", q)
+    if m and not re.match(r"^[A-Z0-9_]+$", q):
+        return m.group(1), m.group(2)
+    return "", q
+
+
+def _norm_code(code: str) -> str:
+    c = code.strip()
+    if re.match(r"^[+-]?\d+$", c):
+        return str(int(c))
+    if re.match(r"^0x[0-9a-fA-F]+$", c):
+        return str(int(c, 16))
+    return c
+
+
+def _default_subject(g: Dict[str, str], e: Entry) -> str:
+    parts = [g.get("driver") or g.get("module") or e.vendor or e.catalog,
+             g.get("device") or g.get("pci_address") or ""]
+    return " ".join(p for p in parts if p)
+
+
+def _apply_cleared(events: List[Dict[str, Any]], cleared: Dict[Tuple[str, str], List[str]]) -> None:
+    """A failure followed by a line of one of its `cleared_by` entries (same device, when the
+    lines name one) is benign: e.g. a firmware file missing, then a fallback name loaded."""
+    for ev in events:
+        keys = cleared.get((ev["catalog"], ev["entry"]))
+        if not keys:
+            continue
+        for later in events:
+            if later["catalog"] == ev["catalog"] and later["entry"] in keys \
+                    and later["source"] == ev["source"] and later["line_no"] > ev["line_no"] \
+                    and later.get("device") == ev.get("device"):
+                ev["benign"] = True
+                ev["cleared_by_line"] = f"{later['source']}:{later['line_no']}"
+                ev.pop("rule", None)
+                break
+
+
+def _group_by_subject(events: List[Dict[str, Any]]) -> None:
+    """Several lines that raise one rule for one device are one finding: the first line (the
+    cause, usually) keeps the rule and lists the others under `also`."""
+    first: Dict[Tuple[str, str], Dict[str, Any]] = {}
+    for ev in events:
+        if not ev.get("rule") or not ev.get("subject"):
+            continue
+        k = (ev["rule"], ev["subject"])
+        if k not in first:
+            first[k] = ev
+            continue
+        first[k].setdefault("also", []).append(ev["message"])
+        ev["grouped_into"] = f"{first[k]['source']}:{first[k]['line_no']}"
+        ev.pop("rule")
+
+
+def errno_name(value: str) -> str:
+    """`-22` -> `EINVAL`; the number itself when unknown."""
+    try:
+        n = abs(int(value))
+    except ValueError:
+        return value
+    return _errno.errorcode.get(n, str(n))
+
+
+def fill(template: str, groups: Dict[str, str]) -> str:
+    """`{group}` placeholders filled from named groups; an unknown one stays `?`."""
+    return _TEMPLATE_RE.sub(lambda m: str(_convert(groups.get(m.group(1)), m.group(2)) or "?"), template)
+
+
+def fill_value(template: str, groups: Dict[str, str]) -> Any:
+    """A fact value from a template: a lone `{g:int}`/`{g:kib}`/`{g:mib}` gives a number
+    (KiB/MiB converted to bytes), otherwise a string; None when a group is missing."""
+    m = _TEMPLATE_RE.fullmatch(template)
+    if m:
+        return _convert(groups.get(m.group(1)), m.group(2))
+    if any(groups.get(x.group(1)) is None for x in _TEMPLATE_RE.finditer(template)):
+        return None
+    return fill(template, groups)
+
+
+_UNITS = {"int": 1, "kib": 1024, "mib": 1024 ** 2, "gib": 1024 ** 3}
+
+
+def _convert(value: Optional[str], conv: Optional[str]) -> Any:
+    if value is None:
+        return None
+    if not conv:
+        return value
+    if conv in _UNITS:
+        try:
+            n = int(str(value).strip())
+        except ValueError:
+            return None
+        if len(str(n)) > 30:
+            return None
+        return n * _UNITS[conv]
+    if conv == "lower":
+        return value.lower()
+    return value

@@ -1,0 +1,53 @@
+"""Facts that catalog log events state: versions, limits, and devices named by kernel lines.
+
+A catalog entry's `facts` table (npu_doctor.catalogs) turns named groups of a matched line
+into contract facts (`drivers.<module>.version`, `sdks.<name>.version`, `limits.*`), with the
+log line as the source. A fact a probe already read from the machine is kept: the file beats
+the log. An entry with `accelerator = true` whose line names a PCI address (or only a
+vendor) creates or enriches an `accelerators[]` entry, for snapshots and hosts where sysfs
+is not available.
+"""
+
+from __future__ import annotations
+
+from ..facts import Facts
+from ..host import Host
+from ..registry import deriver
+
+
+@deriver(order=10)
+def derive_catalog_facts(facts: Facts, host: Host) -> None:
+    for ev in facts.get("log_events") or []:
+        if not isinstance(ev, dict) or not ev.get("catalog"):
+            continue
+        where = f"{ev.get('source')}:{ev.get('line_no')}"
+        for path, value in (ev.get("facts") or {}).items():
+            if facts.get(path) is None:
+                facts.set(path, value, where)
+        if ev.get("accelerator") and ev.get("vendor"):
+            _add_accelerator(facts, ev, where)
+
+
+def _add_accelerator(facts: Facts, ev: dict, where: str) -> None:
+    record = {"vendor": ev["vendor"]}
+    pci = ev.get("pci_address") or (ev.get("device") if _is_bdf(ev.get("device")) else None)
+    if pci:
+        record["pci_address"] = _full_bdf(pci)
+    elif any(a.get("vendor") == ev["vendor"] for a in facts.get("accelerators") or []):
+        return
+    if ev.get("driver"):
+        record["driver"] = {"name": ev["driver"]}
+    facts.add_accelerator(record, source=where)
+
+
+def _is_bdf(s) -> bool:
+    if not isinstance(s, str):
+        return False
+    parts = s.split(":")
+    return len(parts) in (2, 3) and "." in parts[-1]
+
+
+def _full_bdf(s: str) -> str:
+    """`04:00.0` and `0000:04:00.0` name the same device; the contract uses the long form."""
+    s = s.lower()
+    return s if s.count(":") == 2 else f"0000:{s}"

@@ -1,0 +1,144 @@
+"""Catalogs (catalogs/*.toml): every shipped file parses, every entry is sourced, raises a
+contract rule id or is benign, and matches the example messages it carries."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from npu_doctor.catalog import (CatalogSet, literal_needles, load_catalog_file, load_catalogs,
+                                 split_lines, strip_prefix)
+from npu_doctor.errors import ConfigError
+from npu_doctor.rules import load_rules
+
+CATALOGS = load_catalogs()
+RULE_IDS = {r.id for r in load_rules().rules}
+ENTRIES = CATALOGS.entries()
+
+
+def _eid(e):
+    return f"{e.catalog}/{e.key}"
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=_eid)
+def test_entry_is_sourced_and_raises_a_known_rule(entry):
+    assert re.match(r"^https://", entry.source), entry.source
+    assert entry.benign or entry.rule in RULE_IDS
+    assert entry.examples, "every entry carries at least one example message"
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=_eid)
+def test_entry_matches_its_examples(entry):
+    for ex in entry.examples:
+        assert CATALOGS.entry_matches(entry, ex) is not None, ex
+
+
+@pytest.mark.parametrize("entry", [e for e in ENTRIES if e.pattern is not None], ids=_eid)
+def test_prefilter_never_hides_an_example(entry):
+    needles = literal_needles(entry.pattern.pattern, entry.pattern.flags)
+    for ex in entry.examples:
+        if needles:
+            assert any(n in strip_prefix(ex).lower() for n in needles), (needles, ex)
+
+
+def test_catalog_ids_unique_and_counted():
+    ids = [c.id for c in CATALOGS.catalogs]
+    assert len(ids) == len(set(ids))
+    assert len(ENTRIES) >= 40
+
+
+@pytest.mark.parametrize("line,msg", [
+    ("[    1.428669] hailo 0000:04:00.0: Firmware file", "hailo 0000:04:00.0: Firmware file"),
+    ("Mar  4 10:00:00 board kernel: [    4.4] apex 0000:01:00.0: x", "apex 0000:01:00.0: x"),
+    ("2024-03-04T10:00:00+0100 board kernel: NVRM: Xid (PCI:0000:3b:00): 79", "NVRM: Xid (PCI:0000:3b:00): 79"),
+    ("[Mon Mar  4 10:00:00 2024] intel_vpu 0000:00:0b.0: x", "intel_vpu 0000:00:0b.0: x"),
+    ("[   12.000000] host kernel: NVRM: GPU0 x", "NVRM: GPU0 x"),
+    ("plain message", "plain message"),
+])
+def test_strip_prefix_handles_each_log_wrapping(line, msg):
+    assert strip_prefix(line) == msg
+
+
+def test_rsyslog_escapes_and_wrapped_lines_are_split_and_joined():
+    assert split_lines("a#012b#011c") == ["a", "b\tc"]
+    joined = split_lines("NVRM: GPU0 f: GSP firmware image version mismatch:\ngot version 1.2, expected version 1.3")
+    assert joined[0].endswith("mismatch: got version 1.2, expected version 1.3") and joined[1] == ""
+
+
+KERNEL_LOG = """\
+[    4.4] intel_vpu 0000:00:0b.0: Direct firmware load for intel/vpu/vpu_37xx_v1.bin failed with error -2
+[    4.5] intel_vpu 0000:00:0b.0: [drm] Firmware: intel/vpu/vpu_37xx_v0.0.bin, version: 2025
+[    5.0] i2c_designware i2c_designware.0: probe with driver i2c_designware failed with error -110
+[    6.0] apex 0000:01:00.0: Couldn't initialize interrupts: -28
+[    6.1] apex 0000:01:00.0: Couldn't initialize interrupts: -28
+"""
+
+
+def test_match_text_counts_repeats_clears_fallbacks_and_ignores_other_drivers():
+    evs = CATALOGS.match_text(KERNEL_LOG, "dmesg", ("kernel",), "kernel")
+    by_entry = {(e["catalog"], e["entry"]): e for e in evs}
+    fw = by_entry[("kernel", "firmware-load-failed")]
+    assert fw["benign"] is True and "rule" not in fw  # a fallback name loaded after it
+    apex = by_entry[("coral-gasket", "interrupts-init-failed")]
+    assert apex["count"] == 2 and apex["rule"] == "device-unhealthy" and apex["vendor"] == "coral"
+    assert apex["errno_name"] == "ENOSPC" and "(2 times)" in apex["message"]
+    assert not any(e.get("driver") == "i2c_designware" for e in evs)  # not an accelerator
+
+
+def test_vendor_entry_hides_the_generic_class_on_the_same_line():
+    hits = CATALOGS.match_line("apex 0000:01:00.0: Couldn't initialize interrupts: -28", ("kernel",))
+    assert [e.catalog for e, _ in hits] == ["coral-gasket"]
+
+
+def test_facts_templates_convert_units():
+    evs = CATALOGS.match_text("Please set max locked memory (ulimit -l) to 'unlimited' (current: 8192 kbytes)",
+                              "run.log", ("runtime",), "runtime")
+    assert evs[0]["facts"] == {"limits.memlock_bytes": 8388608}
+
+
+@pytest.mark.parametrize("query,key", [
+    ("apex 0000:01:00.0: Couldn't initialize interrupts: -28", "interrupts-init-failed"),
+    ("[  1.0] hailo 0000:04:00.0: Firmware file not found (/lib/firmware/hailo/hailo8_fw.bin), please", "firmware-file-not-found"),
+])
+def test_lookup_a_pasted_line(query, key):
+    assert key in [e.key for e, _ in CATALOGS.lookup(query)]
+
+
+BAD = {
+    "no-source": '[catalog]\nid = "x"\n[[entry]]\nkey = "a"\npattern = "a"\nmeaning = "m"\nrule = "device-busy"\n',
+    "no-rule": '[catalog]\nid = "x"\nsource = "https://x"\n[[entry]]\nkey = "a"\npattern = "a"\nmeaning = "m"\n',
+    "both": '[catalog]\nid = "x"\nsource = "https://x"\n[[entry]]\nkey = "a"\npattern = "a"\nmeaning = "m"\nrule = "device-busy"\nbenign = true\n',
+    "bad-regex": '[catalog]\nid = "x"\nsource = "https://x"\n[[entry]]\nkey = "a"\npattern = "(a"\nmeaning = "m"\nbenign = true\n',
+    "dup": '[catalog]\nid = "x"\nsource = "https://x"\n[[entry]]\nkey = "a"\npattern = "a"\nmeaning = "m"\nbenign = true\n'
+           '[[entry]]\nkey = "a"\npattern = "b"\nmeaning = "m"\nbenign = true\n',
+    "wrong-type": '[catalog]\nid = "x"\nsource = "https://x"\n[[entry]]\nkey = "a"\npattern = "a"\nmeaning = 5\nbenign = true\n',
+    "no-table": '[[entry]]\nkey = "a"\n',
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_catalog_is_one_config_error(tmp_path, name):
+    p = tmp_path / f"{name}.toml"
+    p.write_text(BAD[name])
+    with pytest.raises(ConfigError) as exc:
+        load_catalog_file(str(p))
+    assert str(p) in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_explain_command_finds_codes_lines_and_fragments():
+    import subprocess
+    import sys
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "npu_doctor", *args], capture_output=True, text=True)
+
+    r = run("explain", "[ 1406.3] apex 0000:01:00.0: Couldn't initialize interrupts: -28")
+    assert r.returncode == 0 and "device-unhealthy" in r.stdout and "ENOSPC" in r.stdout
+    r = run("explain", "RKLLM_MODEL_TOO_OLD")
+    assert r.returncode == 0 and "toolkit-runtime-mismatch" in r.stdout and "https://" in r.stdout
+    r = run("explain", "no such thing at all 12345")
+    assert r.returncode == 1 and "nothing in the catalogs" in r.stdout
+    r = run("rules", "explain", "firmware-missing")
+    assert "Catalog entries that raise it" in r.stdout and "HAILO_FW_NOT_FOUND" in r.stdout
