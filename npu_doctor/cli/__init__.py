@@ -19,6 +19,7 @@ from .lock import lock, verify
 from .explain import explain
 from .model import model_cmd
 from .rules import rules
+from .service import service
 from .watch import fix, watch
 
 
@@ -46,7 +47,7 @@ def main() -> None:
     """
 
 
-for _cmd in (check, rules, lock, verify, capture, watch, fix, model_cmd, explain):
+for _cmd in (check, rules, lock, verify, capture, watch, fix, model_cmd, explain, service):
     main.add_command(_cmd)
 
 
