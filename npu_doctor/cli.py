@@ -104,7 +104,9 @@ def main() -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Show every fact with its source, and failed probes.")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
               show_default=True, help="Colour the text report (auto: on a terminal, unless NO_COLOR is set).")
-def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, sample_s, verbose, color):
+@click.option("--deep", is_flag=True, help="Also run a small built-in model through every installed "
+              "runtime and device (subprocess, timeout, memory limit): placement, latency, counters.")
+def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, sample_s, verbose, color, deep):
     """Check this host (or a snapshot) and report findings.
 
     \b
@@ -128,7 +130,7 @@ def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, s
         if sample_s and show_progress:
             click.echo(f"npu-doctor: sampling utilisation for {sample_s:g} s ...", err=True)
         result = run_check(host, config, select, ignore, progress=_progress_printer(show_progress),
-                           sample_s=sample_s)
+                           sample_s=sample_s, deep={} if deep else None)
     except (ConfigError, SnapshotError) as e:
         _fail(str(e))
     except HostError as e:

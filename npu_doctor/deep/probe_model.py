@@ -2,11 +2,13 @@
 
 A few KB of ONNX (opset 13, IR version 7, so that old runtimes load it) with the operators an
 NPU runtime is most often asked for and most often leaves on the CPU: Conv (+Relu), Resize
-(nearest, x2), GlobalAveragePool, MatMul and Softmax.
+(nearest, x2), GlobalAveragePool, MatMul and Softmax. The input is image-sized (about 45 MFLOP
+per inference, a few ms on one CPU core) so that an accelerator has work enough to beat the CPU:
+on a toy input, launch and copy costs would make every accelerator look slower.
 
-    image float32 [1, 3, 32, 32]
-      -> Conv 3->8, 3x3, pad 1 -> Relu -> Resize x2 nearest [1, 8, 64, 64]
-      -> GlobalAveragePool [1, 8, 1, 1] -> Flatten [1, 8] -> MatMul [8, 10] -> Softmax
+    image float32 [1, 3, 224, 224]
+      -> Conv 3->16, 3x3, pad 1 -> Relu -> Resize x2 nearest [1, 16, 448, 448]
+      -> GlobalAveragePool [1, 16, 1, 1] -> Flatten [1, 16] -> MatMul [16, 10] -> Softmax
     probs float32 [1, 10]
 
 The weights come from a fixed formula (no random numbers), and every field that would carry
@@ -32,13 +34,13 @@ def build_probe_model():
     """The probe model as an onnx.ModelProto (needs the onnx package)."""
     from onnx import TensorProto, helper
 
-    x = helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 32, 32])
+    x = helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 224, 224])
     y = helper.make_tensor_value_info("probs", TensorProto.FLOAT, [1, 10])
     inits = [
-        helper.make_tensor("conv_w", TensorProto.FLOAT, [8, 3, 3, 3], _weights(8 * 3 * 3 * 3, 1)),
-        helper.make_tensor("conv_b", TensorProto.FLOAT, [8], _weights(8, 2)),
+        helper.make_tensor("conv_w", TensorProto.FLOAT, [16, 3, 3, 3], _weights(16 * 3 * 3 * 3, 1)),
+        helper.make_tensor("conv_b", TensorProto.FLOAT, [16], _weights(16, 2)),
         helper.make_tensor("resize_scales", TensorProto.FLOAT, [4], [1.0, 1.0, 2.0, 2.0]),
-        helper.make_tensor("fc_w", TensorProto.FLOAT, [8, 10], _weights(8 * 10, 3)),
+        helper.make_tensor("fc_w", TensorProto.FLOAT, [16, 10], _weights(16 * 10, 3)),
     ]
     nodes = [
         helper.make_node("Conv", ["image", "conv_w", "conv_b"], ["conv"], name="conv",

@@ -91,14 +91,19 @@ def list_runtimes():
     return {"runtimes": out, "python": sys.executable, "python_version": sys.version.split()[0]}
 
 
-def _tflite_info():
-    interp = None
+def _import_tflite():
+    """(interpreter module, None) or (None, the loaders' messages)."""
+    errors = []
     for mod in ("ai_edge_litert.interpreter", "tflite_runtime.interpreter"):
         try:
-            interp = __import__(mod, fromlist=["*"])
-            break
+            return __import__(mod, fromlist=["*"]), None
         except Exception as e:
-            err = _one_line(e)
+            errors.append(_one_line(e))
+    return None, "; ".join(errors)
+
+
+def _tflite_info():
+    interp, err = _import_tflite()
     if interp is None:
         return {"error": err}
     info = {"module": interp.__name__, "devices": ["cpu"],
@@ -281,13 +286,7 @@ def run_openvino(args, shapes, values):
 
 # -- TFLite / LiteRT --------------------------------------------------------------------------
 def run_tflite(args, shapes, values):
-    interp_mod = None
-    for mod in ("ai_edge_litert.interpreter", "tflite_runtime.interpreter"):
-        try:
-            interp_mod = __import__(mod, fromlist=["*"])
-            break
-        except Exception as e:
-            err = _one_line(e)
+    interp_mod, err = _import_tflite()
     if interp_mod is None:
         raise Fail("import", err)
     try:
