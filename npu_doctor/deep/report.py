@@ -50,6 +50,8 @@ def run_lines(runtime: str, rec: Dict[str, Any], show_nodes: bool = True) -> Lis
     if show_nodes:
         by_op: Dict[Tuple[str, str], int] = {}
         for n in rec.get("nodes") or []:
+            if n.get("internal"):   # the runtime's own layout/copy nodes, not the model's
+                continue
             by_op[(n["op"], n["device"])] = by_op.get((n["op"], n["device"]), 0) + 1
         for (op, dev), count in sorted(by_op.items(), key=lambda x: (x[0][1], -x[1], x[0][0])):
             lines.append(f"    {op:<24} x{count:<4} {dev}")

@@ -14,12 +14,14 @@ One record per run (ARCHITECTURE.md, facts `deep.*`):
   cpu_warm_ms, slowdown_vs_cpu     the same runtime's CPU run, and warm_ms / cpu_warm_ms
   counter, counter_delta           accelerator busy counter (counters.py) and its change
   runtime_offers_accelerator       false when the runtime could only run on the CPU here
+  accelerators_present             names (else vendors) of the host's accelerators, if any
   peak_rss_bytes, wall_s, stderr   of the subprocess
 Device names are fact-path keys: a '.' becomes '_' (OpenVINO `GPU.0` -> `GPU_0`).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -43,6 +45,7 @@ DEVICE_VENDOR = {
 NO_AS_LIMIT = {"CUDAExecutionProvider", "TensorrtExecutionProvider", "ROCMExecutionProvider",
                "MIGraphXExecutionProvider", "cuda", "npu", "CANNExecutionProvider", "GPU"}
 RUNNABLE = ("onnxruntime", "openvino", "torch")   # with the built-in probe model
+_ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 WARM_RUNS = 20
 ACCEL_MIN_WARM_S = 1.0   # long enough for utilisation gauges sampled over ~1/6-1 s to see it
 
@@ -106,17 +109,23 @@ def run_plan(plan: Plan, host: Host, facts: Facts, python: str, model: str,
         sub = spawn(python, args, timeout_s=timeout_s, memory_bytes=memory_bytes,
                     limit_address_space=plan.device.split(".")[0] not in NO_AS_LIMIT)
     res = sub.result or {}
-    rec: Dict[str, Any] = {"requested": plan.device, "kind": plan.kind, "vendor": plan.vendor,
+    rec: Dict[str, Any] = {"requested": plan.device, "kind": plan.kind,
                            "runtime_offers_accelerator": plan.offers_accelerator,
-                           "model": model, "python": python,
-                           "wall_s": round(sub.wall_s, 3), "peak_rss_bytes": sub.peak_rss_bytes}
+                           "model": model, "python": python, "wall_s": round(sub.wall_s, 3)}
+    for k, v in (("vendor", plan.vendor), ("peak_rss_bytes", sub.peak_rss_bytes)):
+        if v is not None:
+            rec[k] = v
     for k in ("version", "load_ms", "cold_ms", "warm_ms", "warm_min_ms", "warm_runs",
               "warm_total_ms", "registered", "execution_devices", "placement_source",
               "placement_error"):
         if res.get(k) is not None:
             rec[k] = res[k]
-    if sub.stderr.strip():
-        rec["stderr"] = sub.stderr.strip()
+    stderr = _ANSI_RE.sub("", sub.stderr).strip()
+    if stderr:
+        rec["stderr"] = stderr
+    present = [a.get("name") or a.get("vendor") for a in accels if a.get("name") or a.get("vendor")]
+    if present:
+        rec["accelerators_present"] = present
     accel = next((a for a in accels if plan.vendor and a.get("vendor") == plan.vendor), None)
     if accel is not None:
         rec["accelerator"] = accel.get("name") or accel.get("vendor")
@@ -154,7 +163,8 @@ def _placement(rec: Dict[str, Any], nodes: Optional[List[Dict[str, Any]]]) -> No
     cpu = [n for n in ops if str(n["device"]).split(".")[0] in CPU_DEVICES]
     rec.update({"placed_on": placed, "ops_total": len(ops), "ops_on_cpu": len(cpu),
                 "cpu_ops": [f"{n['op']} ({n['node']})" for n in cpu],
-                "nodes": [{k: n[k] for k in ("node", "op", "device") if k in n} for n in nodes]})
+                "nodes": [{k: n[k] for k in ("node", "op", "device", "internal") if n.get(k) is not None
+                           and (k != "internal" or n[k])} for n in nodes]})
 
 
 def _compare_with_cpu(records: Dict[str, Dict[str, Dict[str, Any]]]) -> None:
@@ -203,6 +213,8 @@ def deep_runs(host: Host, facts: Facts, python: Optional[str] = None, model: Opt
         rec, row = run_plan(plan, host, facts, python, model, shapes, values, timeout_s, memory_bytes)
         records.setdefault(plan.runtime, {})[device_key(plan.device)] = rec
         rows.append(row)
+        if rec.get("stage") == "input":
+            break   # the model's inputs are the same for every runtime: one line is the answer
     _compare_with_cpu(records)
     for name, devices in records.items():
         for key, rec in devices.items():
