@@ -11,7 +11,7 @@ Rows (wall time over all files):
 - readelf:      `readelf -d -V -W FILES...` in one process (reads the same sections, no
                 resolution): the cheapest possible baseline
 - ldd:          `ldd FILE` per file (the real loader resolving each dependency tree)
-- parse cold:   npu_doctor.elf.read_elf over all files, empty cache
+- parse cold:   npu_doctor.linker.elf.read_elf over all files, empty cache
 - parse warm:   the same again (per-file cache: what `watch` pays)
 - probe cold:   the `libraries` probe (collector + whole dependency trees + version checks)
                 over the same files, empty caches
@@ -39,10 +39,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from npu_doctor import elf as elfmod  # noqa: E402
+from npu_doctor.linker import elf as elfmod  # noqa: E402
 from npu_doctor.host import LiveHost  # noqa: E402
-from npu_doctor.ldso import Resolver  # noqa: E402
-from npu_doctor.probes import ProbeSpec, run_probes  # noqa: E402
+from npu_doctor.linker.ldso import Resolver  # noqa: E402
+from npu_doctor.probe_runner import run_probes  # noqa: E402
+from npu_doctor.probes import ProbeSpec  # noqa: E402
 from npu_doctor import registry  # noqa: E402
 
 SO = re.compile(r"\.so(\.[0-9][\w.]*)?$")

@@ -10,7 +10,8 @@ from .catalog import CatalogSet, load_catalogs
 from .errors import ConfigError
 from .facts import Facts
 from .host import Host
-from .probes import ProbeResult, ProbeSpec, Signature, load_signatures, load_specs, run_probes
+from .probe_runner import run_probes
+from .probes import ProbeResult, ProbeSpec, Signature, load_signatures, load_specs
 from .rules import Finding, RuleSet, evaluate, filter_findings, load_rules
 
 SCHEMA = "npu-doctor/report/v1"
@@ -24,7 +25,7 @@ class CheckResult:
     findings: List[Finding]
 
     def to_json(self) -> Dict:
-        """The report in the `check --format json` contract (ARCHITECTURE.md)."""
+        """The report in the `check --format json` contract (docs/architecture.md)."""
         return {
             "schema": SCHEMA,
             "tool": {"name": "npu-doctor", "version": __version__},

@@ -3,7 +3,7 @@
 Paths are dotted with list indices as `[n]` or `.n`: `accelerators[0].power.control`,
 `os.id`. Every leaf set through `Facts.set` remembers its source (a file path or `$ command`),
 so a finding can show where its evidence came from. A value not known is absent, never a
-guess (ARCHITECTURE.md, "Contract: check --format json").
+guess (docs/architecture.md, "Contract: check --format json").
 """
 
 from __future__ import annotations
@@ -56,6 +56,21 @@ def lookup(tree: Any, path: str) -> Any:
 
 #: Keys that identify one accelerator across probes, most specific first.
 ACCEL_KEYS = ("pci_address", "sysfs", "dev")
+
+
+def accelerator_key(a: Dict[str, Any]) -> str:
+    """A stable identity for one `accelerators[]` record across samples: its PCI address,
+    else its sysfs path, else its /dev node, else `vendor:index`."""
+    return (a.get("pci_address") or a.get("sysfs") or a.get("dev")
+            or f"{a.get('vendor', '?')}:{a.get('index', '?')}")
+
+
+def accelerator_label(a: Dict[str, Any]) -> str:
+    """How events and metrics name an accelerator: `name where` (`Hailo-8 0000:01:00.0`,
+    `rknpu fdab0000.npu`), or just the name when it has no place."""
+    name = a.get("name") or a.get("vendor") or "accelerator"
+    where = a.get("pci_address") or (a.get("sysfs") or "").rsplit("/", 1)[-1]
+    return f"{name} {where}".strip() if where and where != name else name
 
 
 class Facts:

@@ -27,13 +27,12 @@ from __future__ import annotations
 import os
 import re
 import threading
-import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import registry
 from .datafiles import read_toml
-from .errors import AccessDenied, CommandNotFound, ConfigError, HostError, NotFound
+from .errors import AccessDenied, ConfigError, HostError
 from .facts import Facts
 from .host import CommandResult, Host
 from .resources import data_files
@@ -297,143 +296,6 @@ def load_specs(extra_dirs: Iterable[str] = ()) -> List[ProbeSpec]:
                                   "probe to replace")
             by_id[spec.id] = spec
     return list(by_id.values())
-
-
-def _run_one(spec: ProbeSpec, host: Host, commands: CommandCache,
-             options: Optional[Dict[str, Any]] = None) -> ProbeResult:
-    ctx = ProbeContext(host, spec, commands, options)
-    start = time.monotonic()
-    res = ProbeResult(id=spec.id, status="ok", area=spec.area)
-    try:
-        if spec.collector:
-            registry.COLLECTORS[spec.collector](ctx)
-        else:
-            if spec.read:
-                text = host.read_text(spec.read)
-                source = spec.read
-            else:
-                cr = ctx.run(spec.run)  # type: ignore[arg-type]
-                if cr.timed_out:
-                    raise ProbeError(f"`{' '.join(spec.run)}` timed out after {spec.timeout_s:g} s")
-                if cr.returncode != 0:
-                    last = (cr.stderr or cr.stdout).strip().splitlines()[-1:] or [""]
-                    raise ProbeError(f"`{' '.join(spec.run)}` exited {cr.returncode}: {last[0][:160]}")
-                text, source = cr.stdout, cr.source
-            try:
-                parsed = registry.PARSERS[spec.parser](text)  # type: ignore[index]
-            except (ValueError, KeyError, IndexError) as e:
-                raise ProbeError(f"unparsable output from {source}: {e}") from None
-            ctx.facts.set(spec.into or spec.id, parsed, source)
-        if not ctx.facts.data:
-            res.status = "no_data"
-    except NoData as e:
-        res.status, res.error = "no_data", str(e) or None
-    except CommandNotFound as e:
-        res.status, res.error_kind = "no_data", "missing-tool"
-        res.error = f"{e.path}: not installed"
-    except AccessDenied as e:
-        res.status, res.error_kind, res.error = "error", "access-denied", str(e)
-    except NotFound as e:
-        res.status, res.error = "no_data", str(e)
-    except (ProbeError, HostError) as e:
-        res.status, res.error_kind, res.error = "error", "failed", str(e)
-    except Exception as e:  # a bug in a collector must not stop the check
-        res.status, res.error_kind = "error", "internal"
-        res.error = f"internal error: {type(e).__name__}: {e}"
-    res.duration_s = time.monotonic() - start
-    res.facts = ctx.facts
-    return res
-
-
-def run_probes(host: Host, specs: Sequence[ProbeSpec], max_workers: int = 8,
-               progress: Optional[Callable[[str], None]] = None,
-               options: Optional[Dict[str, Any]] = None) -> Tuple[Facts, List[ProbeResult]]:
-    """Run every spec concurrently; merge their facts in spec order, then run derivers.
-
-    Returns (facts, results in spec order). A probe still running at its timeout_s is
-    reported as an error ("timed out") and its facts are dropped; probe threads are daemons,
-    so a probe stuck past its timeout never holds up the exit. max_workers <= 0 runs the
-    probes in the calling thread, one after another, with no timeout of their own.
-    """
-    commands = CommandCache(host)
-    results: Dict[str, ProbeResult] = {}
-    if max_workers <= 0:
-        # in the calling thread, one after another: the watch loop samples a few cheap probes
-        # this way (no thread start-up per sample), and a probe that hangs holds the loop,
-        # which stops the watchdog pings as it should
-        for spec in specs:
-            results[spec.id] = _run_one(spec, host, commands, options)
-        return _finish(host, specs, results)
-    lock = threading.Lock()
-    todo = list(specs)
-    done_ev = {s.id: threading.Event() for s in specs}
-    started: Dict[str, float] = {}
-
-    def worker() -> None:
-        # a small pool pulls specs off the list: starting a thread per probe costs more than
-        # most probes (thread start waits for the GIL)
-        while True:
-            with lock:
-                if not todo:
-                    return
-                spec = todo.pop(0)
-                started[spec.id] = time.monotonic()
-            r = _run_one(spec, host, commands, options)
-            with lock:
-                late = spec.id in results
-                results.setdefault(spec.id, r)
-            done_ev[spec.id].set()
-            if late:
-                return  # this worker was replaced when its probe timed out
-
-    def start_worker() -> None:
-        threading.Thread(target=worker, name="probe-worker", daemon=True).start()
-
-    start = time.monotonic()
-    for _ in range(min(max_workers, len(specs))):
-        start_worker()
-    extra = float((options or {}).get("sample_s", 0) or 0)
-    announced = False
-    for s in specs:
-        while not done_ev[s.id].is_set():
-            done_ev[s.id].wait(0.05)
-            now = time.monotonic()
-            if progress and not announced and now - start > 1.0:
-                with lock:
-                    waiting = sorted(x.id for x in specs if x.id not in results)
-                if waiting:
-                    progress("probing: waiting for " + ", ".join(waiting))
-                announced = True
-            replace = False
-            with lock:
-                for sid, t0 in started.items():
-                    spec = next(x for x in specs if x.id == sid)
-                    if sid not in results and now - t0 > spec.timeout_s + 0.5 + extra:
-                        results[sid] = ProbeResult(
-                            id=sid, status="error", error_kind="timeout", area=spec.area,
-                            error=f"timed out after {spec.timeout_s:g} s", duration_s=now - t0)
-                        done_ev[sid].set()
-                        replace = True
-            if replace:
-                start_worker()  # the stuck worker is lost to this run; the rest go on
-    return _finish(host, specs, results)
-
-
-def _finish(host: Host, specs: Sequence[ProbeSpec],
-            results: Dict[str, ProbeResult]) -> Tuple[Facts, List[ProbeResult]]:
-    """Merge the probes' facts in spec order, then run the derivers."""
-    facts = Facts()
-    ordered = [results[s.id] for s in specs]
-    for r in ordered:
-        facts.merge(r.facts)
-    for _order, _name, fn in registry.DERIVERS:
-        try:
-            fn(facts, host)
-        except Exception as e:  # a deriver bug degrades to a missing fact, not a crash
-            ordered.append(ProbeResult(id=f"derive:{fn.__name__}", status="error",
-                                       error_kind="internal",
-                                       error=f"internal error: {type(e).__name__}: {e}"))
-    return facts, ordered
 
 
 def env_override_dirs(var: str) -> List[str]:

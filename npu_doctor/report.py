@@ -38,22 +38,9 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-# Rule ids whose area is clear from the id alone (evidence may sit in logs or drivers).
-_AREA_BY_ID = [
-    (("thermal-", "sensor-"), "Thermal"),
-    (("runtime-autosuspend", "governor-", "pcie-"), "Power & clocks"),
-    (("missing-shared-library", "symbol-version-", "toolkit-runtime-"), "Software"),
-    (("cpu-fallback-", "silent-cpu-fallback-"), "Logs"),
-    (("driver-", "firmware-", "runtime-driver-", "runtime-init-", "device-", "kernel-driver-",
-      "no-accelerator-", "gpu-"), "Accelerators"),
-    (("memlock-", "insufficient-", "probe-failed", "lock-drift"), "System"),
-]
-
-
 def _area_of(f: Finding) -> str:
-    for prefixes, area in _AREA_BY_ID:
-        if f.id.startswith(prefixes):
-            return area
+    if f.area:   # the rule's `area` key (rules/*.toml)
+        return f.area
     for ev in f.evidence:
         head = ev["fact"].split(".")[0].split("[")[0]
         for name, prefixes in AREAS:

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import posixpath
-from typing import Dict, List
+from typing import Callable, Dict, List, Optional, Tuple
 
 from .errors import HostError
 from .host import Host
+
+
+def module_version(read: Callable[[str], Optional[str]], module: str) -> Tuple[Optional[str], str]:
+    """(MODULE_VERSION of a loaded kernel module or None, the file it comes from):
+    `/sys/module/<module>/version` (only modules that declare a version have one). `read` is
+    the caller's reader (ProbeContext.read records a denied file; Host.read_attr does not)."""
+    path = f"/sys/module/{module}/version"
+    return read(path), path
 
 
 def driver_of(host: Host, device: str) -> str:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from npu_doctor.capture import RecordingHost, _safe_target, run_capture
+from npu_doctor.capture import RecordingHost, run_capture
+from npu_doctor.capture.tree import _safe_target
 from npu_doctor.check import Config
 from npu_doctor.host import LiveHost, SnapshotHost
 from npu_doctor.redact import Redactor

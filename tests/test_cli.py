@@ -209,17 +209,37 @@ def test_log_option_must_name_a_readable_file(tmp_path):
 
 
 def test_interrupt_exits_130_without_a_traceback(tmp_path):
+    import os
+    import selectors
     import signal
     import subprocess
     import sys
     import time
 
     snap = _snap(tmp_path, "hang", commands_toml=b'[[command]]\nargv = ["dmesg"]\ntimed_out = true\n')
+    # A suite started as a background job (`pytest &`) inherits SIGINT ignored, and Python
+    # then installs no KeyboardInterrupt handler: give the child the default disposition, as
+    # a terminal's Ctrl-C would find it. The product itself must not reset it.
     proc = subprocess.Popen([sys.executable, "-m", "npu_doctor", "check", "--snapshot", str(snap)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(os.environ, NPU_DOCTOR_PROGRESS="1"),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # Interrupt once the check is provably under way (its progress line), not after a guess.
+    err_head = b""
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stderr, selectors.EVENT_READ)
+    deadline = time.monotonic() + 60
+    while b"probing: waiting for" not in err_head and time.monotonic() < deadline:
+        if sel.select(timeout=max(0.0, deadline - time.monotonic())):
+            chunk = os.read(proc.stderr.fileno(), 4096)
+            if not chunk:
+                break
+            err_head += chunk
+    sel.close()
+    assert b"probing: waiting for" in err_head, err_head
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=10)
+    _out, err_tail = proc.communicate(timeout=10)
+    err = (err_head + err_tail).decode("utf-8", "replace")
     assert proc.returncode == 130
     assert "interrupted" in err and "Traceback" not in err
 

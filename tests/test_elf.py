@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from npu_doctor import elf as elfmod
-from npu_doctor.elf import ElfError, NotElf, read_elf
+from npu_doctor.linker import elf as elfmod
+from npu_doctor.linker.elf import ElfError, NotElf, read_elf
 from npu_doctor.host import LiveHost, SnapshotHost
-from npu_doctor.ldso import (Resolver, glibc_version_of, list_output, newest_of_family,
+from npu_doctor.linker.ldso import (Resolver, glibc_version_of, list_output, newest_of_family,
                              parse_ld_so_cache, parse_ldconfig_p, version_family)
 
 GCC = shutil.which("gcc")
@@ -286,7 +286,7 @@ def test_wrong_class_candidate_earlier_on_the_path_is_skipped(dup_dirs):
                      f"-Wl,--enable-new-dtags,-rpath,{w}:{root / 'A'}")
     res = Resolver(LiveHost(), environ={}).tree(str(cons))[0].resolutions["libdup.so.1"]
     assert res.path == str(root / "A/libdup.so.1")
-    assert res.skipped and "ELF32 i386" in res.skipped[0] and str(w) in res.skipped[0]
+    assert res.skipped and "ELF32 i686" in res.skipped[0] and str(w) in res.skipped[0]
     assert dlopen(cons, call="via").stdout.strip() == "A"
 
 
@@ -480,7 +480,7 @@ def test_parse_results_are_kept_across_runs_and_dropped_when_the_file_changes(bu
     shutil.copy(built["cons"], lib)
     env = dict(os.environ, NPU_DOCTOR_CACHE_DIR=str(tmp_path / "cache"))
     env.pop("NPU_DOCTOR_NO_CACHE", None)
-    code = ("import sys; from npu_doctor import elf; from npu_doctor.host import LiveHost\n"
+    code = ("import sys; from npu_doctor.linker import elf; from npu_doctor.host import LiveHost\n"
             "info = elf.read_elf(LiveHost(), sys.argv[1]); elf.save_cache()\n"
             "print(elf.STATS['parsed'], info.soname, ','.join(info.needed))")
     run = lambda: subprocess.run([sys.executable, "-c", code, str(lib)], env=env, capture_output=True,

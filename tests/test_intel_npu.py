@@ -210,11 +210,12 @@ def test_openvino_dist_not_confused_with_its_companions(tmp_path):
 
 
 def test_umd_firmware_release_matrix():
-    from npu_doctor.collectors.intel_npu import _load_release_rows, check_umd_firmware, firmware_date
+    from npu_doctor.collectors.intel_npu import check_umd_firmware, firmware_date
+    from npu_doctor.matrices import matrix_rows
     assert firmware_date("Nov 13 2025*NPU40xx*ci_tag") == "20251113"
     assert firmware_date("Mar  5 2026*NPU40xx*x") == "20260305"
     assert firmware_date("20240611*MTL_CLIENT_SILICON-release*0003") == "20240611"
-    rows = _load_release_rows()
+    rows = matrix_rows("intel-npu-release")
     assert rows and all(r.get("source") and r.get("date") for r in rows)
     # v1.5.1's own firmware (release notes) is fine
     ok = check_umd_firmware("1.5.1", "20240611*MTL_CLIENT_SILICON-release*0003*ci_tag_ud202424_vpu_rc_20240611_0003*f3e8a8f2747", rows)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from npu_doctor.collectors.nvidia import load_matrix
+from npu_doctor.matrices import matrix_rows as load_matrix
 from npu_doctor.parsers.jetson import (gpu_load_percent, parse_cudnn_header, parse_nv_tegra_release,
                                        tensorrt_from_libname)
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from npu_doctor.collectors.logs import match_signatures
-from npu_doctor.elf import read_elf
+from npu_doctor.linker.elf import read_elf
 from npu_doctor.host import LiveHost, SnapshotHost
-from npu_doctor.ldso import Resolver
+from npu_doctor.linker.ldso import Resolver
 from npu_doctor.probes import load_signatures, load_specs
 from npu_doctor.rules import load_rules
 

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from npu_doctor.cli.common import plural
 from npu_doctor.lock import (LockfileError, check_arch, diff, display_path, load_spec,
-                             parse_ignore, plural, read_lockfile)
+                             parse_ignore, read_lockfile)
 from npu_doctor.tomlcompat import tomllib
 
 from conftest import REPO, copy_case, run_cli

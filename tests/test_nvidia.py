@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from npu_doctor.collectors.nvidia import cuda_min_driver, load_matrix
+from npu_doctor.collectors.nvidia import cuda_min_driver
+from npu_doctor.matrices import matrix_rows as load_matrix
 from npu_doctor.parsers.nvidia import (nvidia_upgrades, nvml_failure, parse_cuda_version_file,
                                        parse_nvcc_version, parse_nvidia_smi_q,
                                        parse_proc_driver_version, pci_address)

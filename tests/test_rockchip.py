@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from npu_doctor.collectors.rknn_runtime import check_runtime_driver, load_matrices
+from npu_doctor.collectors.rknn_runtime import check_runtime_driver
+from npu_doctor.matrices import shipped_matrices as load_matrices
 from npu_doctor.parsers.rknn import (parse_dist_version, parse_lib_version, parse_runtime_log,
                                      rknn_model_header)
 
@@ -191,7 +192,7 @@ def test_snapshot_rknn_server_from_other_release(tmp_path):
 
 
 def test_compat_records_join_either_form():
-    from npu_doctor.collectors.rknn_runtime import add_compat
+    from npu_doctor.matrices import set_compat as add_compat
     from npu_doctor.facts import Facts
     as_table, as_list = Facts(), Facts()
     as_list.data["compat"] = [{"matrix": "other", "status": "ok"}]

@@ -20,7 +20,8 @@ from npu_doctor.host import LiveHost, SnapshotHost
 from npu_doctor.parsers.proc import (cpu_busy_percent, elf_arch, parse_cpu_list, parse_cpuinfo,
                                      parse_ldd_version, parse_libc_banner, parse_limits,
                                      parse_loadavg, parse_modules)
-from npu_doctor.probes import CommandCache, ProbeSpec, _run_one, load_signatures
+from npu_doctor.probe_runner import _run_one
+from npu_doctor.probes import CommandCache, ProbeSpec, load_signatures
 from npu_doctor.rules import RuleSet, evaluate, load_rule_file
 
 from conftest import REPO, case_path, check_json, copy_case, finding_ids

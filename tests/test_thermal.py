@@ -12,7 +12,8 @@ import pytest
 from npu_doctor import registry
 from npu_doctor.host import LiveHost, SnapshotHost
 from npu_doctor.parsers.thermal import build_devfreq, build_zone, millideg_to_c
-from npu_doctor.probes import CommandCache, ProbeSpec, _run_one
+from npu_doctor.probe_runner import _run_one
+from npu_doctor.probes import CommandCache, ProbeSpec
 from npu_doctor.rules import RuleSet, evaluate, load_rule_file
 
 from conftest import REPO, case_path, check_json, copy_case, finding_ids

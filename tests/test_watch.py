@@ -226,7 +226,7 @@ def test_textfile_metrics_are_written(board, tmp_path):
 def test_zones_sharing_a_type_are_tracked_and_exported_apart(tmp_path):
     pytest.importorskip("prometheus_client")
     from npu_doctor.facts import Facts
-    from npu_doctor.metrics import write_textfile
+    from npu_doctor.watch.metrics import write_textfile
     from npu_doctor.watch import Tracker
 
     def sample(t0, t1):

@@ -25,6 +25,7 @@ from ..errors import CommandNotFound, HostError
 from ..facts import Facts
 from ..parsers import ascend as P
 from ..probes import NoData, ProbeContext, ProbeError
+from ..matrices import matrix_rows, set_compat
 from ..registry import collector, deriver
 
 ROOTS = ("/usr/local/Ascend",)
@@ -262,8 +263,9 @@ def collect_log_env(ctx: ProbeContext) -> None:
 
 
 # -- derived compatibility verdicts ---------------------------------------------------------
-def _set_compat(facts: Facts, key: str, entry: Dict[str, Any], source: Optional[str]) -> None:
-    facts.set(f"compat.{key}", {k: v for k, v in entry.items() if v is not None}, source)
+def _known(entry: Dict[str, Any]) -> Dict[str, Any]:
+    """A compat record without its unknown (None) fields."""
+    return {k: v for k, v in entry.items() if v is not None}
 
 
 def _ranges(text: Optional[str]):
@@ -275,34 +277,7 @@ def _ranges(text: Optional[str]):
         return None
 
 
-_MATRIX_CACHE: Dict[str, Any] = {}
-
-
-def load_matrix(name: str) -> List[Dict[str, Any]]:
-    """Rows of a shipped `[[matrix]]` table (rules/*.toml) by id; [] when absent.
-
-    Files are parsed once per modification time (a deriver only gets facts and host, so the
-    shipped matrices are read here rather than passed in)."""
-    import os
-
-    from ..resources import data_files
-    from ..rules import load_rule_file
-
-    rows: List[Dict[str, Any]] = []
-    for path in data_files("rules", ()):
-        try:
-            key = (path, os.path.getmtime(path))
-            mats = _MATRIX_CACHE.get(path)
-            if mats is None or mats[0] != key:
-                mats = (key, load_rule_file(path)[1])
-                _MATRIX_CACHE[path] = mats
-        except Exception:  # a broken file is reported by the rules loader, not here
-            continue
-        rows.extend(mats[1].get(name, []))
-    return rows
-
-
-@deriver(order=60)
+@deriver(after=("derive_catalog_facts",))
 def derive_ascend_compat(facts: Facts, host) -> None:
     """compat.ascend-fw-drv, compat.ascend-cann-drv, compat.ascend-cann-hdk.
 
@@ -322,13 +297,13 @@ def derive_ascend_compat(facts: Facts, host) -> None:
     nok = [a for a in accels if str(a.get("firmware", {}).get("compatibility", "")).upper() == "NOK"]
     if nok:
         a = nok[0]
-        _set_compat(facts, "ascend-fw-drv", {
+        set_compat(facts, "ascend-fw-drv", _known({
             "status": "mismatch", "subject": f"NPU {a.get('npu_id')}", "what": "firmware",
             "matrix": "npu-smi", "driver_version": drv_version,
             "firmware_version": a.get("firmware", {}).get("version"),
             "detail": f"npu-smi info -t board reports Compatibility : NOK for NPU {a.get('npu_id')} "
                       f"(driver {drv_version or '?'}, firmware {a.get('firmware', {}).get('version', '?')})",
-        }, "$ npu-smi info -t board -i " + str(a.get("npu_id")))
+        }), "$ npu-smi info -t board -i " + str(a.get("npu_id")))
     elif drv_version and fw_version:
         # 2) ranges carried by the packages
         bad = []
@@ -345,13 +320,13 @@ def derive_ascend_compat(facts: Facts, host) -> None:
                 bad.append(f"driver {drv_version} is outside the firmware's compatible_version_drv="
                            f"{fw['compatible_version_drv']}")
         if bad:
-            _set_compat(facts, "ascend-fw-drv", {
+            set_compat(facts, "ascend-fw-drv", _known({
                 "status": "mismatch", "subject": "Ascend driver/firmware", "what": "firmware",
                 "matrix": "version.info", "driver_version": drv_version,
-                "firmware_version": fw_version, "detail": "; ".join(bad)}, DRIVER_INFO)
+                "firmware_version": fw_version, "detail": "; ".join(bad)}), DRIVER_INFO)
         elif drv.get("compatible_version_fw") or fw.get("compatible_version_drv"):
-            _set_compat(facts, "ascend-fw-drv", {"status": "ok", "subject": "Ascend driver/firmware",
-                                                 "matrix": "version.info"}, DRIVER_INFO)
+            set_compat(facts, "ascend-fw-drv", _known({"status": "ok", "subject": "Ascend driver/firmware",
+                                                 "matrix": "version.info"}), DRIVER_INFO)
     cann = facts.get("sdks.cann") or {}
     cann_v = cann.get("version")
     fam = P.vrc_family(drv.get("innerversion"))
@@ -359,29 +334,29 @@ def derive_ascend_compat(facts: Facts, host) -> None:
         rng = _ranges(cann["compatible_version"])
         ok = P.in_range_list(fam, rng) if rng else None
         if ok is not None:
-            _set_compat(facts, "ascend-cann-drv", {
+            set_compat(facts, "ascend-cann-drv", _known({
                 "status": "ok" if ok else "mismatch", "subject": f"CANN {cann_v}",
                 "what": f"CANN {cann_v}", "matrix": "compatible_version",
                 "cann_version": cann_v, "driver_version": drv_version, "driver_family": fam,
                 "detail": (f"the driver's family {fam} (Innerversion {drv.get('innerversion')}) is not "
                            f"in CANN {cann_v} compatible_version={cann['compatible_version']}")
-                if not ok else None}, facts.source_of("sdks.cann.version"))
+                if not ok else None}), facts.source_of("sdks.cann.version"))
             return
     if cann_v and drv_version:
-        rows = [r for r in load_matrix("ascend-cann-hdk")
+        rows = [r for r in matrix_rows("ascend-cann-hdk")
                 if versions.prefix_match(cann_v, str(r.get("cann", "")))]
         if not rows:
-            _set_compat(facts, "ascend-cann-hdk", {
+            set_compat(facts, "ascend-cann-hdk", _known({
                 "status": "not-in-matrix", "subject": f"CANN {cann_v}", "what": f"CANN {cann_v}",
                 "matrix": "ascend-cann-hdk",
-                "detail": f"driver {drv_version}; see the CANN release notes for its HDK pairing"},
+                "detail": f"driver {drv_version}; see the CANN release notes for its HDK pairing"}),
                 facts.source_of("sdks.cann.version"))
             return
         hdks = [str(h) for r in rows for h in r.get("hdk", [])]
         if any(versions.prefix_match(drv_version, h) for h in hdks):
-            _set_compat(facts, "ascend-cann-hdk", {"status": "ok", "subject": f"CANN {cann_v}",
+            set_compat(facts, "ascend-cann-hdk", _known({"status": "ok", "subject": f"CANN {cann_v}",
                                                    "matrix": "ascend-cann-hdk",
-                                                   "source": rows[0].get("source")}, None)
+                                                   "source": rows[0].get("source")}), None)
             return
         lowest = min(hdks, key=lambda h: versions.normalize(h) or versions.normalize("0"))
         highest = max(hdks, key=lambda h: versions.normalize(h) or versions.normalize("0"))
@@ -389,15 +364,15 @@ def derive_ascend_compat(facts: Facts, host) -> None:
         c_lo = versions.compare(drv_version, lowest)
         if c_hi is not None and c_hi > 0:
             # a driver newer than every listed HDK: unknown, never a false mismatch
-            _set_compat(facts, "ascend-cann-hdk", {
+            set_compat(facts, "ascend-cann-hdk", _known({
                 "status": "not-in-matrix", "subject": f"Ascend driver {drv_version}",
                 "what": f"driver {drv_version}", "matrix": "ascend-cann-hdk",
                 "detail": f"CANN {cann_v} is listed with HDK {', '.join(hdks)}; "
-                          f"source {rows[0].get('source')}"}, None)
+                          f"source {rows[0].get('source')}"}), None)
         elif c_lo is not None:
-            _set_compat(facts, "ascend-cann-hdk", {
+            set_compat(facts, "ascend-cann-hdk", _known({
                 "status": "mismatch", "subject": f"CANN {cann_v}", "what": f"CANN {cann_v}",
                 "matrix": "ascend-cann-hdk", "cann_version": cann_v, "driver_version": drv_version,
                 "detail": f"CANN {cann_v} is published with Ascend HDK {', '.join(hdks)}, the driver "
                           f"is {drv_version} (source {rows[0].get('source')}, {rows[0].get('date', '')})",
-                "source": rows[0].get("source")}, None)
+                "source": rows[0].get("source")}), None)

@@ -15,7 +15,7 @@ from ..host import Host
 from ..registry import deriver
 
 
-@deriver(order=10)
+@deriver()
 def derive_catalog_facts(facts: Facts, host: Host) -> None:
     for ev in facts.get("log_events") or []:
         if not isinstance(ev, dict) or not ev.get("catalog"):

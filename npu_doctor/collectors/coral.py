@@ -24,9 +24,10 @@ from ..errors import CommandNotFound, HostError
 from ..facts import Facts
 from ..parsers import coral as P
 from ..probes import NoData, ProbeContext
+from ..sysfs import module_version
 from ..registry import collector, deriver
-from .ascend import load_matrix
-from .hailo import dpkg_versions
+from ..matrices import matrix_rows
+from .packages import installed_packages
 
 LIB_GLOBS = ("/usr/lib/*-linux-gnu/libedgetpu.so.1*", "/usr/lib/libedgetpu.so.1*",
              "/usr/local/lib/libedgetpu.so.1*")
@@ -44,12 +45,10 @@ def _upstream(deb: str) -> Optional[str]:
 def collect_coral(ctx: ProbeContext) -> None:
     found = False
     for mod in ("gasket", "apex"):
-        v = ctx.read(f"/sys/module/{mod}/version")
+        v, vpath = module_version(ctx.read, mod)
         if v:
             found = True
-            ctx.facts.set(f"drivers.{mod}", {"version": v, "loaded": True,
-                                             "source": f"/sys/module/{mod}/version"},
-                          f"/sys/module/{mod}/version")
+            ctx.facts.set(f"drivers.{mod}", {"version": v, "loaded": True, "source": vpath}, vpath)
     if ctx.facts.get("drivers.apex.version") is None:
         for d in ctx.host.glob("/sys/class/apex/apex_*"):
             v = ctx.read(f"{d}/driver_version")
@@ -58,7 +57,7 @@ def collect_coral(ctx: ProbeContext) -> None:
                 ctx.facts.set("drivers.apex", {"version": v, "source": f"{d}/driver_version"},
                               f"{d}/driver_version")
                 break
-    pkgs = dpkg_versions(ctx)
+    pkgs = installed_packages(ctx)
     if "gasket-dkms" in pkgs:
         found = True
         ctx.facts.set("drivers.gasket.package", {"name": "gasket-dkms", "version": pkgs["gasket-dkms"]},
@@ -112,7 +111,7 @@ def _level(rows: List[Dict[str, Any]], key: str, version: Optional[str]) -> Opti
     return None
 
 
-@deriver(order=60)
+@deriver(after=("derive_catalog_facts",))
 def derive_coral(facts: Facts, host) -> None:
     """Accelerators named by the apex kernel log, DKMS build failures with their known cause,
     and the compiler/runtime/kernel verdicts from the matrices in rules/coral.toml."""
@@ -133,7 +132,7 @@ def derive_coral(facts: Facts, host) -> None:
             break
     # 2) DKMS build failures, one per log, with the matrix's known cause
     headers = {e["source"]: e for e in _events(facts, "dkms-make-header")}
-    known = load_matrix("gasket-kernel")
+    known = matrix_rows("gasket-kernel")
     failures: List[Dict[str, Any]] = []
     seen = set()
     for e in _events(facts, "gasket-build-error"):
@@ -176,9 +175,9 @@ def derive_coral(facts: Facts, host) -> None:
     comp = facts.get("sdks.edgetpu_compiler.version")
     rt = facts.get("sdks.libedgetpu.version")
     if comp and rt:
-        c_rows = load_matrix("edgetpu-compiler-runtime")
+        c_rows = matrix_rows("edgetpu-compiler-runtime")
         c_row = _level(c_rows, "compiler", comp)
-        r_row = _level(load_matrix("libedgetpu-runtime"), "libedgetpu", rt)
+        r_row = _level(matrix_rows("libedgetpu-runtime"), "libedgetpu", rt)
         if c_row is None and r_row is not None:
             # a compiler between two rows (e.g. 2.1.302470888, released before 14.1 although
             # 2 < 14 numerically) targets at most the runtime of the next newer row; ordered

@@ -1,6 +1,6 @@
 """CPU fallback that runtime and compiler logs state: `fallback.*` facts.
 
-Runs the parsers of `npu_doctor.parsers.fallback_logs` over every runtime log the host has
+Runs the parsers of `npu_doctor.parsers.fallback` over every runtime log the host has
 (a snapshot's `logs/`, or the files given with `--log FILE`) and sets:
 
 - `fallback.ops`: distinct operator types the logs put on the CPU, in order of first
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from ..parsers.fallback_logs import (RUNTIME_NAMES, aggregate, line_ranges,
+from ..parsers.fallback import (RUNTIME_NAMES, aggregate, line_ranges,
                                      parse_fallback_logs)
 from ..probes import NoData, ProbeContext
 from ..registry import collector

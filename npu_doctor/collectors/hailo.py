@@ -23,6 +23,8 @@ from ..errors import CommandNotFound, HostError
 from ..facts import Facts
 from ..parsers import hailo as P
 from ..probes import NoData, ProbeContext, ProbeError
+from ..sysfs import module_version
+from .packages import installed_packages
 from ..registry import collector, deriver
 
 IDENTIFY = ["hailortcli", "fw-control", "identify"]
@@ -42,33 +44,15 @@ def _upstream(deb_version: str) -> Optional[str]:
     return m.group(1) if m else None
 
 
-def dpkg_versions(ctx: ProbeContext) -> Dict[str, str]:
-    """{package: version} from `dpkg-query -W` (canonical argv); {} when unavailable."""
-    try:
-        res = ctx.run(["dpkg-query", "-W"])
-    except (CommandNotFound, HostError):
-        return {}
-    if not res.ok:
-        return {}
-    out: Dict[str, str] = {}
-    for line in res.stdout.splitlines():
-        name, _, ver = line.partition("\t")
-        if ver.strip():
-            out[name.split(":")[0].strip()] = ver.strip()
-    return out
-
-
 @collector("hailo")
 def collect_hailo(ctx: ProbeContext) -> None:
     found = False
     # kernel driver
     for mod in MODULES:
-        v = ctx.read(f"/sys/module/{mod}/version")
+        v, vpath = module_version(ctx.read, mod)
         if v:
             found = True
-            ctx.facts.set(f"drivers.{mod}", {"version": v, "loaded": True,
-                                             "source": f"/sys/module/{mod}/version"},
-                          f"/sys/module/{mod}/version")
+            ctx.facts.set(f"drivers.{mod}", {"version": v, "loaded": True, "source": vpath}, vpath)
     # device nodes and their PCI functions
     for path in ctx.host.glob("/sys/class/hailo_chardev/hailo*"):
         name = posixpath.basename(path)
@@ -96,7 +80,7 @@ def collect_hailo(ctx: ProbeContext) -> None:
                 break
         if lib_version:
             break
-    pkgs = dpkg_versions(ctx)
+    pkgs = installed_packages(ctx)
     for name in _DPKG_HAILORT:
         if name in pkgs and not lib_version:
             v = _upstream(pkgs[name])
@@ -198,7 +182,7 @@ def _events(facts: Facts, signature: str) -> List[Dict[str, Any]]:
     return [e for e in facts.get("log_events", []) or [] if e.get("signature") == signature]
 
 
-@deriver(order=60)
+@deriver(after=("derive_catalog_facts",))
 def derive_hailo(facts: Facts, host) -> None:
     """compat.hailo-runtime-driver (HailoRT's exact driver == library rule),
     compat.hailo-fw-drv (firmware major.minor vs driver/library), compat.hailo-family

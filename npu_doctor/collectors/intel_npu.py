@@ -31,9 +31,10 @@ from ..host import Host
 from ..parsers.intel_npu import firmware_blob_version, parse_kernel_log, soname_version
 from ..probes import NoData, ProbeContext
 from ..sysfs import accel_devices
+from ..matrices import matrix_rows, set_compat
 from ..registry import collector, deriver
 from .logs import kernel_log
-from .rknn_runtime import add_compat, python_dists
+from .rknn_runtime import python_dists
 
 LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib",
             "/opt/intel/openvino/runtime/lib/intel64")
@@ -226,7 +227,7 @@ def _ze_causes(facts: Facts) -> Dict[str, str]:
     return out
 
 
-@deriver(order=65)
+@deriver(after=("derive_intel_npu_compat",))
 def derive_ze_uninitialized(facts: Facts, host: Host) -> None:
     """Annotate each `level-zero-uninitialized` log event with `ruled_out` and `remaining`
     (text lists of the causes the other facts exclude / leave open)."""
@@ -261,21 +262,6 @@ def firmware_date(version: Optional[str]) -> Optional[str]:
     return f"{m.group(4)}{mon:02d}{int(m.group(3)):02d}" if mon else None
 
 
-def _load_release_rows() -> List[Dict[str, Any]]:
-    if "rows" not in _RELEASE_CACHE:
-        from ..resources import shipped_dir
-        from ..rules import load_rule_file
-        try:
-            _r, mats = load_rule_file(posixpath.join(shipped_dir("rules"), "intel_npu.toml"))
-        except Exception:  # the rules loader reports a broken file itself
-            mats = {}
-        _RELEASE_CACHE["rows"] = mats.get("intel-npu-release", [])
-    return _RELEASE_CACHE["rows"]
-
-
-_RELEASE_CACHE: Dict[str, Any] = {}
-
-
 def check_umd_firmware(umd: str, fw_version: str, rows: List[Dict[str, Any]]) -> Dict[str, Any]:
     """compat record: status `mismatch` when the running firmware was built before the UMD's
     release firmware, `ok` when not, `not-in-matrix` when the UMD release has no row or the
@@ -300,18 +286,17 @@ def check_umd_firmware(umd: str, fw_version: str, rows: List[Dict[str, Any]]) ->
     return rec
 
 
-@deriver(order=62)
+@deriver(after=("derive_catalog_facts",))
 def derive_intel_npu_compat(facts: Facts, host: Host) -> None:
     """`compat.intel-npu-release` (then `-1`, `-2` ...): one record per Intel NPU whose running
     firmware and UMD version are known."""
     umd = facts.get("sdks.npu_umd.version")
     if not umd:
         return
-    rows = _load_release_rows()
+    rows = matrix_rows("intel-npu-release")
     npus = [a for a in facts.get("accelerators", []) or []
             if a.get("vendor") == "intel-npu" and (a.get("firmware") or {}).get("version")]
     for n, a in enumerate(npus):
         rec = check_umd_firmware(umd, a["firmware"]["version"], rows)
         key = "intel-npu-release" + (f"-{n}" if n else "")
-        add_compat(facts, key, rec, facts.source_of("sdks.npu_umd.version"))
-
+        set_compat(facts, key, rec, facts.source_of("sdks.npu_umd.version"))

@@ -21,15 +21,15 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from .. import versions
-from ..errors import CommandNotFound
 from ..facts import Facts
 from ..host import Host
-from ..parsers.dpkg import parse_dpkg_query, upstream_version
+from ..parsers.dpkg import upstream_version
 from ..parsers.jetson import (gpu_load_percent, parse_cudnn_header, parse_nv_tegra_release,
                               tensorrt_from_libname)
 from ..probes import NoData, ProbeContext, ProbeError
 from ..registry import collector, deriver
-from .nvidia import load_matrix
+from .packages import installed_packages
+from ..matrices import matrix_rows, matrix_source, set_compat
 
 RELEASE_FILE = "/etc/nv_tegra_release"
 MODEL_FILES = ("/proc/device-tree/model", "/sys/firmware/devicetree/base/model")
@@ -46,19 +46,6 @@ TRT_LIBS = ("/usr/lib/aarch64-linux-gnu/libnvinfer.so.*", "/usr/lib/aarch64-linu
             "/usr/lib/x86_64-linux-gnu/libnvinfer.so.*", "/usr/local/cuda/lib64/libnvinfer.so.*")
 
 
-def _packages(ctx: ProbeContext) -> Dict[str, str]:
-    try:
-        res = ctx.run(["dpkg-query", "-W"])
-    except CommandNotFound:
-        return {}
-    if not res.ok:
-        return {}
-    try:
-        return parse_dpkg_query(res.stdout)
-    except ValueError:
-        return {}
-
-
 @collector("jetson")
 def collect_jetson(ctx: ProbeContext) -> None:
     facts = ctx.facts
@@ -73,7 +60,7 @@ def collect_jetson(ctx: ProbeContext) -> None:
         for key in ("version", "revision", "board", "gcid", "date", "kernel_variant"):
             facts.set(f"sdks.l4t.{key}", l4t.get(key), RELEASE_FILE)
     if not l4t:
-        pkgs = _packages(ctx)
+        pkgs = installed_packages(ctx)
         core = pkgs.get("nvidia-l4t-core")
         if core:
             facts.set("sdks.l4t.version", upstream_version(core), "$ dpkg-query -W")
@@ -85,7 +72,7 @@ def collect_jetson(ctx: ProbeContext) -> None:
         raise NoData("not a Jetson (no /etc/nv_tegra_release, no nvidia-l4t-core package)")
 
     if pkgs is None:
-        pkgs = _packages(ctx)
+        pkgs = installed_packages(ctx)
     jp = pkgs.get("nvidia-jetpack")
     if jp:
         facts.set("sdks.jetpack.version", upstream_version(jp), "$ dpkg-query -W")
@@ -169,12 +156,12 @@ def _row_for(l4t: str, rows: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     return None
 
 
-@deriver(order=61)
+@deriver(after=("nvidia_compat",))
 def jetson_matrix(facts: Facts, host: Host) -> None:
     l4t = facts.get("sdks.l4t.version")
     if not l4t:
         return
-    rows = load_matrix("jetpack-l4t")
+    rows = matrix_rows("jetpack-l4t")
     if not rows:
         return
     row = _row_for(str(l4t), rows)
@@ -185,9 +172,9 @@ def jetson_matrix(facts: Facts, host: Host) -> None:
                   "38": "7.x", "39": "7.x"}.get(major)
         if family:
             facts.set("sdks.l4t.jetpack_family", family, src)
-        _set_compat(facts, "jetpack-l4t", {"matrix": "jetpack-l4t", "subject": "L4T", "what": f"L4T {l4t}",
+        set_compat(facts, "jetpack-l4t", {"matrix": "jetpack-l4t", "subject": "L4T", "what": f"L4T {l4t}",
                        "status": "not-in-matrix",
-                       "detail": f"JetPack family {family or 'unknown'} from the major release R{major}"})
+                       "detail": f"JetPack family {family or 'unknown'} from the major release R{major}"}, matrix_source("jetpack-l4t"))
         return
     facts.set("sdks.l4t.jetpack", row.get("jetpack"), f"{src} ({row.get('source')})")
     for comp in ("cuda", "cudnn", "tensorrt"):
@@ -210,10 +197,5 @@ def jetson_matrix(facts: Facts, host: Host) -> None:
             facts.set("sdks.tensorrt.matches_l4t", False)
             status = "mismatch"
             detail.append(f"TensorRT {trt} (JetPack ships {want})")
-    _set_compat(facts, "jetpack-l4t", {"matrix": "jetpack-l4t", "subject": "L4T", "what": f"L4T {l4t}",
-                   "status": status, "detail": "; ".join(detail)})
-
-
-def _set_compat(facts: Facts, key: str, entry: Dict[str, Any]) -> None:
-    """One verdict under compat.<key> (the table form every family uses)."""
-    facts.set(f"compat.{key}", entry, f"rules/ matrix {entry.get('matrix', key)}")
+    set_compat(facts, "jetpack-l4t", {"matrix": "jetpack-l4t", "subject": "L4T", "what": f"L4T {l4t}",
+                   "status": status, "detail": "; ".join(detail)}, matrix_source("jetpack-l4t"))

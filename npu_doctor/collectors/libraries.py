@@ -4,7 +4,7 @@ Finds the SDK's shared objects at the vendor locations of the probe spec
 (`[[probe.args.location]]`: sdk + globs, `**` = any depth, bounded) and — on a live host — in
 the installed Python distributions the spec names (`python_distributions`, fnmatch on the
 normalised name, found through `importlib.metadata`). Each is resolved like ld.so does
-(`npu_doctor.ldso`) and its symbol versions checked.
+(`npu_doctor.linker.ldso`) and its symbol versions checked.
 
 One `libraries[]` record per SDK library, plus one per dependency outside the SDK that has a
 problem of its own (`dependency_of` = the SDK library that pulls it in):
@@ -34,13 +34,13 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from .. import elf as elfmod
+from ..linker import elf as elfmod
 from .. import versions
-from ..elf import ElfError, NotElf, read_elf
+from ..linker.elf import ElfError, NotElf, read_elf
 from ..errors import HostError
 from ..facts import Facts
 from ..host import Host
-from ..ldso import Node, Resolver, glibc_version_of
+from ..linker.ldso import Node, Resolver, glibc_version_of
 from ..probes import NoData, ProbeContext
 from ..registry import collector, deriver
 
@@ -352,7 +352,7 @@ def collect_libraries(ctx: ProbeContext) -> None:
     ctx.facts.set("library_scan", summary, src)
 
 
-@deriver(order=60)
+@deriver(after=("derive_catalog_facts",))
 def compare_unverified_with_libc(facts: Facts, host: Host) -> None:
     """Snapshot fallback: a GLIBC_x.y requirement whose provider was not captured is compared
     with `libc.version`; newer than it is unsatisfied (basis "libc.version")."""
@@ -379,7 +379,7 @@ def compare_unverified_with_libc(facts: Facts, host: Host) -> None:
             facts.sources[f"libraries[{i}].unsatisfied_text"] = src
 
 
-@deriver(order=61)
+@deriver(after=("compare_unverified_with_libc",))
 def remedies_for_logged_loader_errors(facts: Facts, host: Host) -> None:
     """A `shared-library-not-found` log event gets `remedy` from the spec's table when a row
     matches the library name (the rule shows it as the first fix)."""

@@ -26,17 +26,18 @@ import re
 from typing import Any, Dict, List, Optional
 
 from .. import versions
-from ..errors import CommandNotFound, ConfigError
+from ..errors import CommandNotFound
 from ..facts import Facts
 from ..host import Host
 from ..parsers.nvidia import (nvidia_upgrades, nvml_failure, parse_cuda_version_file,
                               parse_nvcc_version, parse_nvidia_smi_q, parse_proc_driver_version)
 from ..probes import NoData, ProbeContext, ProbeError
+from ..matrices import matrix_rows, matrix_source, set_compat
 from ..registry import collector, deriver
+from ..sysfs import module_version
 
 SMI = ["nvidia-smi", "-q"]
 PROC_VERSION = "/proc/driver/nvidia/version"
-SYS_VERSION = "/sys/module/nvidia/version"
 LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
             "/usr/local/nvidia/lib64", "/usr/lib/wsl/lib")
 APT_HISTORY = "/var/log/apt/history.log"
@@ -67,9 +68,9 @@ def collect_nvidia(ctx: ProbeContext) -> None:
         except ValueError:
             pass
     if facts.get("drivers.nvidia.version") is None:
-        v = ctx.host.read_attr(SYS_VERSION)
+        v, vpath = module_version(ctx.host.read_attr, "nvidia")
         if v:
-            facts.set("drivers.nvidia.version", v, SYS_VERSION)
+            facts.set("drivers.nvidia.version", v, vpath)
             found = True
 
     lib = _nvml_library(ctx)
@@ -170,24 +171,6 @@ def collect_cuda_toolkit(ctx: ProbeContext) -> None:
 
 
 # -- deriver: toolkit vs driver, mismatch evidence ----------------------------------------
-_MATRIX_CACHE: Dict[str, List[Dict[str, Any]]] = {}
-
-
-def load_matrix(matrix_id: str) -> List[Dict[str, Any]]:
-    """Rows of a `[[matrix]]` of the shipped rules files (cached). [] when absent."""
-    if matrix_id not in _MATRIX_CACHE:
-        from ..resources import data_files
-        from ..rules import load_rule_file
-
-        rows: List[Dict[str, Any]] = []
-        try:
-            for path in data_files("rules"):
-                _rules, mats = load_rule_file(path)
-                rows.extend(mats.get(matrix_id, []))
-        except ConfigError:
-            rows = []
-        _MATRIX_CACHE[matrix_id] = rows
-    return _MATRIX_CACHE[matrix_id]
 
 
 def cuda_min_driver(toolkit: str, rows: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
@@ -210,7 +193,7 @@ def cuda_min_driver(toolkit: str, rows: List[Dict[str, Any]]) -> Optional[Dict[s
     return best or same[0]
 
 
-@deriver(order=60)
+@deriver(after=("derive_catalog_facts",))
 def nvidia_compat(facts: Facts, host: Host) -> None:
     smi = facts.get("nvidia.smi") or {}
     drv = facts.get("drivers.nvidia.version")
@@ -237,20 +220,20 @@ def nvidia_compat(facts: Facts, host: Host) -> None:
     toolkit = facts.get("sdks.cuda.version")
     if not toolkit or not drv or facts.get("sdks.l4t.version"):
         return  # Jetson: the CUDA driver comes with L4T (checked by the JetPack matrix)
-    rows = load_matrix("cuda-toolkit-min-driver")
+    rows = matrix_rows("cuda-toolkit-min-driver")
     if not rows:
         return
     row = cuda_min_driver(toolkit, rows)
     if row is None:
-        _set_compat(facts, "cuda-toolkit-min-driver", {"matrix": "cuda-toolkit-min-driver", "subject": "CUDA toolkit",
+        set_compat(facts, "cuda-toolkit-min-driver", {"matrix": "cuda-toolkit-min-driver", "subject": "CUDA toolkit",
                        "what": f"CUDA toolkit {toolkit}", "status": "not-in-matrix",
                        "detail": f"driver {drv}; the table covers CUDA "
-                                 f"{rows[-1].get('cuda')} .. {rows[0].get('cuda')}"})
+                                 f"{rows[-1].get('cuda')} .. {rows[0].get('cuda')}"}, matrix_source("cuda-toolkit-min-driver"))
         return
     need = str(row["linux_driver"])
     facts.set("sdks.cuda.min_driver", need, f"rules/nvidia.toml matrix cuda-toolkit-min-driver ({row.get('source')})")
     facts.set("sdks.cuda.min_driver_for", row.get("label") or row["cuda"])
-    fam = [r for r in load_matrix("cuda-minor-version-compat")
+    fam = [r for r in matrix_rows("cuda-minor-version-compat")
            if str(r.get("cuda_major")) == str(versions.normalize(toolkit).release[0])]  # type: ignore[union-attr]
     ok = versions.compare(drv, need)
     status = "ok" if ok is not None and ok >= 0 else "too-old"
@@ -259,11 +242,6 @@ def nvidia_compat(facts: Facts, host: Host) -> None:
         if versions.compare(drv, str(fam[0]["linux_driver"])) not in (None, -1):
             status = "minor-version-compat"
     facts.set("sdks.cuda.driver_check", status)
-    _set_compat(facts, "cuda-toolkit-min-driver", {"matrix": "cuda-toolkit-min-driver", "subject": "CUDA toolkit",
+    set_compat(facts, "cuda-toolkit-min-driver", {"matrix": "cuda-toolkit-min-driver", "subject": "CUDA toolkit",
                    "what": f"CUDA toolkit {toolkit}", "status": status,
-                   "detail": f"needs driver >= {need}, loaded {drv}"})
-
-
-def _set_compat(facts: Facts, key: str, entry: Dict[str, Any]) -> None:
-    """One verdict under compat.<key> (the table form every family uses)."""
-    facts.set(f"compat.{key}", entry, f"rules/ matrix {entry.get('matrix', key)}")
+                   "detail": f"needs driver >= {need}, loaded {drv}"}, matrix_source("cuda-toolkit-min-driver"))

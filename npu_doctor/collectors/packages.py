@@ -12,12 +12,30 @@ Facts:
 
 from __future__ import annotations
 
+from typing import Dict
+
+from ..errors import HostError
 from ..parsers.dpkg import parse_dpkg_query, select
 from ..parsers.intel_npu import split_package_version
 from ..probes import NoData, ProbeContext, ProbeError
 from ..registry import collector
 
 DPKG = ["dpkg-query", "-W"]
+
+
+def installed_packages(ctx: ProbeContext) -> Dict[str, str]:
+    """{package: version} from `dpkg-query -W` (canonical argv) for collectors that look one
+    package up; {} when dpkg is absent, fails, or prints something else."""
+    try:
+        res = ctx.run(DPKG)
+    except HostError:   # CommandNotFound included
+        return {}
+    if not res.ok:
+        return {}
+    try:
+        return parse_dpkg_query(res.stdout)
+    except ValueError:
+        return {}
 
 
 @collector("packages")

@@ -28,6 +28,7 @@ from ..facts import Facts
 from ..host import Host
 from ..parsers.rknn import parse_dist_version, parse_lib_version, parse_runtime_log
 from ..probes import NoData, ProbeContext
+from ..matrices import set_compat, shipped_matrices
 from ..registry import collector, deriver
 
 #: Where the board images and the rknpu2 / rknn-toolkit2 install docs put the runtimes.
@@ -145,22 +146,6 @@ def _facts_from_log(facts: Facts, parsed: Dict[str, Any], source: str) -> None:
 
 
 # -- the matrix check (after all probes) ---------------------------------------------------
-_MATRIX_CACHE: Dict[str, Any] = {}
-
-
-def load_matrices() -> Dict[str, List[Dict[str, Any]]]:
-    """The `[[matrix]]` tables of the shipped rules/rockchip.toml (cached)."""
-    if "m" not in _MATRIX_CACHE:
-        from ..resources import shipped_dir
-        from ..rules import load_rule_file
-
-        path = posixpath.join(shipped_dir("rules"), "rockchip.toml")
-        try:
-            _rules, mats = load_rule_file(path)
-        except Exception:  # a broken file is reported by the rules loader itself
-            mats = {}
-        _MATRIX_CACHE["m"] = mats
-    return _MATRIX_CACHE["m"]
 
 
 def _in_range(v: str, lo: Optional[str], below: Optional[str]) -> bool:
@@ -227,7 +212,7 @@ def _major_minor(v: str) -> Optional[Tuple[int, int]]:
     return rel[0], rel[1]
 
 
-@deriver(order=60)
+@deriver(after=("derive_catalog_facts",))
 def derive_rknn_compat(facts: Facts, host: Host) -> None:
     """drivers.rknpu.version from the runtime log when nothing better set it; then `compat.*`
     records for librknnrt/librknnmrt/rkllm vs the rknpu driver, toolkit and rknn_server vs runtime."""
@@ -237,7 +222,7 @@ def derive_rknn_compat(facts: Facts, host: Host) -> None:
         facts.set("drivers.rknpu.version", log["driver_version"], src)
         facts.set("drivers.rknpu.source", src, src)
     driver = facts.get("drivers.rknpu.version")
-    mats = load_matrices()
+    mats = shipped_matrices()
     rows = mats.get("rknn-runtime-driver", [])
     known = mats.get("rknpu-driver-known", [])
     known_max = None
@@ -293,17 +278,4 @@ def derive_rknn_compat(facts: Facts, host: Host) -> None:
     for rec, src_path in out:
         # compat is a table keyed by check (the convention of every vendor's compat facts)
         key = rec["matrix"] if rec["matrix"] != "rknn-runtime-driver" else f"rknn-driver-{rec['runtime']}"
-        add_compat(facts, key, rec, facts.source_of(src_path))
-
-
-def add_compat(facts: Facts, key: str, rec: Dict[str, Any], source: Optional[str]) -> None:
-    """Store a compat record as `compat.<key>`; if another probe already made `compat` a list
-    of records, append to it instead (the rules iterate either form)."""
-    cur = facts.data.get("compat")
-    if isinstance(cur, list):
-        rec = dict(rec, key=key)
-        cur.append(rec)
-        if source:
-            facts.sources[f"compat[{len(cur) - 1}]"] = source
-        return
-    facts.set(f"compat.{key}", rec, source)
+        set_compat(facts, key, rec, facts.source_of(src_path))

@@ -23,7 +23,7 @@ from ..errors import CommandNotFound, HostError
 from ..parsers.xdna import firmware_dir_name, parse_examine, parse_kernel_log
 from ..probes import NoData, ProbeContext, ProbeError
 from ..registry import collector
-from ..sysfs import accel_devices
+from ..sysfs import accel_devices, module_version
 from .logs import kernel_log
 
 XRT_SMI = ["xrt-smi", "examine"]
@@ -113,10 +113,10 @@ def collect_xdna(ctx: ProbeContext) -> None:
                 rec["firmware"] = {"dir": posixpath.join(FW_ROOTS[0], fwdir), "files": []}
         ctx.facts.add_accelerator(rec, source=dev["sysfs"])
 
-    modver = host.read_attr("/sys/module/amdxdna/version")
+    modver, modpath = module_version(host.read_attr, "amdxdna")
     if modver and ctx.facts.get("drivers.amdxdna.version") is None:
-        ctx.facts.set("drivers.amdxdna.version", modver, "/sys/module/amdxdna/version")
-        ctx.facts.set("drivers.amdxdna.source", "/sys/module/amdxdna/version")
+        ctx.facts.set("drivers.amdxdna.version", modver, modpath)
+        ctx.facts.set("drivers.amdxdna.source", modpath)
 
     got = kernel_log(ctx)
     if got is not None:

@@ -12,8 +12,7 @@ from ..errors import ConfigError, ModelError
 
 def model_run(model_file, runtime, device, shapes, values, fmt, select, ignore, fail_on, rule_dirs) -> None:
     """Run, print, exit (0 / 1 findings at or above --fail-on / 2 usage or model error)."""
-    from ..cli import EXIT_FINDINGS, EXIT_OK, _fail
-    from ..rules import SEVERITY_RANK
+    from ..cli.common import _fail, exit_for
     from .model_run import DEEP_RULES, render_json, render_text, run_model
 
     if not model_file:
@@ -28,7 +27,4 @@ def model_run(model_file, runtime, device, shapes, values, fmt, select, ignore, 
         _fail(str(e))
     sys.stdout.write(render_json(result) if fmt == "json" else render_text(result))
     sys.stdout.flush()
-    if fail_on == "never":
-        sys.exit(EXIT_OK)
-    worst = max((SEVERITY_RANK[f.severity] for f in result.findings), default=0)
-    sys.exit(EXIT_FINDINGS if worst >= SEVERITY_RANK[fail_on] else EXIT_OK)
+    sys.exit(exit_for(result.findings, fail_on))

@@ -22,6 +22,7 @@ import re
 import struct
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..linker.arch import E_MACHINE_NAMES, arch_of
 from ..registry import parser
 
 
@@ -305,15 +306,6 @@ def parse_confstr_libc(value: Optional[str]) -> Optional[Dict[str, str]]:
 
 
 # -- ELF header -> architecture -----------------------------------------------------------
-#: e_machine -> `uname -m` spelling (64-bit class unless noted). EM_ARM maps to "arm": the
-#: header cannot tell armv6l from armv7l, so the family is all that is known.
-_ELF_MACHINES = {
-    (0x3E, 2): "x86_64", (0x03, 1): "i686", (0xB7, 2): "aarch64", (0x28, 1): "arm",
-    (0xF3, 2): "riscv64", (0xF3, 1): "riscv32", (0x16, 2): "s390x", (0x102, 2): "loongarch64",
-    (0x08, 1): "mips", (0x08, 2): "mips64",
-}
-
-
 def elf_arch(header: bytes) -> Optional[str]:
     """`uname -m`-style machine of an ELF file from its first 20 bytes, or None.
 
@@ -326,8 +318,5 @@ def elf_arch(header: bytes) -> Optional[str]:
     if ei_class not in (1, 2) or ei_data not in (1, 2):
         return None
     machine = struct.unpack("<H" if ei_data == 1 else ">H", header[18:20])[0]
-    if machine == 0x15:  # EM_PPC64
-        return "ppc64le" if ei_data == 1 else "ppc64"
-    if machine == 0x14:
-        return "ppc"
-    return _ELF_MACHINES.get((machine, ei_class))
+    name = E_MACHINE_NAMES.get(machine)
+    return arch_of(name, 32 if ei_class == 1 else 64, ei_data == 1) if name else None

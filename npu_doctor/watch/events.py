@@ -1,36 +1,18 @@
-"""`npu-doctor watch`: a daemon that logs transitions, never one line per sample.
-
-Every `interval` seconds it runs the fast probes (thermal zones, devfreq, accelerators, CPU
-load; specs with `fast = true`) and turns what changed into events (ARCHITECTURE.md,
-"Contract: watch events"): throttling-start/-end (with hysteresis: a zone that crossed its
-passive trip must cool below trip minus the trip's hysteresis, default 2 °C, to end),
-runtime-suspend/-resume, device-added/-removed, fallback-suspected/-cleared (accelerator near
-idle while the CPU is busy for 3 samples in a row), probe-failed. Every `check_interval` it
-runs the whole check and logs finding-raised / finding-cleared.
-
-systemd: `READY=1` after the first complete sample, `WATCHDOG=1` only from this loop after a
-sample completes (a hung probe stops the pings, so systemd restarts us), `STATUS=` one line,
-`STOPPING=1` then exit 0 on SIGTERM; SIGHUP reloads probes and rules (`config-rejected` keeps
-the old ones running).
-"""
+"""Events and the Tracker that turns successive fact samples into them (docs/architecture.md,
+"Contract: watch events")."""
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
-import signal
-import sys
-import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, IO, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from .check import Config, run_check
-from .errors import ConfigError
-from .facts import Facts
-from .host import Host
-from .probes import ProbeResult, ProbeSpec, run_probes
-from .sdnotify import Notifier
+from ..facts import Facts
+from ..probes import ProbeResult
+
+from ..facts import accelerator_key, accelerator_label
 
 PRIORITY = {"error": 3, "warning": 4, "info": 6}
 #: Samples in a row a condition must hold before fallback-suspected (and clear after).
@@ -62,17 +44,6 @@ class Event:
              "message": self.message}
         d.update(self.fields)
         return json.dumps(d, ensure_ascii=False, sort_keys=False, default=str)
-
-
-def _accel_key(a: Dict[str, Any]) -> str:
-    return (a.get("pci_address") or a.get("sysfs") or a.get("dev")
-            or f"{a.get('vendor', '?')}:{a.get('index', '?')}")
-
-
-def _accel_label(a: Dict[str, Any]) -> str:
-    name = a.get("name") or a.get("vendor") or "accelerator"
-    where = a.get("pci_address") or (a.get("sysfs") or "").rsplit("/", 1)[-1]
-    return f"{name} {where}".strip() if where and where != name else name
 
 
 def _c(v: float) -> str:
@@ -156,7 +127,7 @@ class Tracker:
         return out
 
     def _presence(self, facts: Facts) -> List[Event]:
-        now_present = {_accel_key(a): _accel_label(a) for a in facts.get("accelerators", []) or []}
+        now_present = {accelerator_key(a): accelerator_label(a) for a in facts.get("accelerators", []) or []}
         out = []
         if self.present is not None:
             for k in sorted(set(now_present) - set(self.present)):
@@ -173,7 +144,7 @@ class Tracker:
     def _runtime_pm(self, facts: Facts, now: float) -> List[Event]:
         out = []
         for a in facts.get("accelerators", []) or []:
-            key, label = _accel_key(a), _accel_label(a)
+            key, label = accelerator_key(a), accelerator_label(a)
             status = (a.get("power") or {}).get("runtime_status")
             if status not in ("active", "suspended"):
                 continue
@@ -270,173 +241,3 @@ class Tracker:
             sev = [f.severity for f in self.findings.values()]
             parts.append(f"findings: {len(sev)}" + (f" ({sev.count('error')} error)" if "error" in sev else ""))
         return "; ".join(parts)
-
-
-class Watcher:
-    """The daemon loop. `out` receives one line per event."""
-
-    def __init__(self, host: Host, config: Config, interval: float, check_interval: float,
-                 log_format: str = "journal", out: IO[str] = sys.stdout,
-                 textfile_dir: Optional[str] = None,
-                 reload_config: Optional[Callable[[], Config]] = None,
-                 notifier: Optional[Notifier] = None, use_udev: bool = True) -> None:
-        self.host = host
-        self.config = config
-        self.interval = interval
-        self.check_interval = check_interval
-        self.log_format = log_format
-        self.out = out
-        self.textfile_dir = textfile_dir
-        self.reload_config = reload_config
-        self.notifier = notifier or Notifier()
-        self.tracker = Tracker()
-        self.stop = threading.Event()
-        self.reload = threading.Event()
-        self.fast_specs = self._fast(config.specs)
-        self._busy = False
-        self._first = True
-        self._prune = True
-        self._last_ping = 0.0
-        self._last_check = -1e18
-        self._monitor = self._udev_monitor() if use_udev and host.source == "live" else None
-
-    @staticmethod
-    def _fast(specs: Sequence[ProbeSpec]) -> List[ProbeSpec]:
-        flagged = [s for s in specs if s.fast]
-        return flagged or [s for s in specs if s.area in DEFAULT_FAST_AREAS]
-
-    def _udev_monitor(self):
-        try:
-            import pyudev
-
-            ctx = pyudev.Context()
-            mon = pyudev.Monitor.from_netlink(ctx)
-            for sub in ("accel", "drm", "pci", "misc", "platform", "apex", "hailo_chardev"):
-                mon.filter_by(sub)
-            mon.start()
-            return mon
-        except Exception:  # no libudev, no netlink permission: presence still comes from sampling
-            return None
-
-    def emit(self, ev: Event) -> None:
-        line = ev.json_line() if self.log_format == "json" else ev.journal_line()
-        try:
-            self.out.write(line + "\n")
-            self.out.flush()
-        except (OSError, ValueError):
-            pass
-
-    # -- signals --------------------------------------------------------------------------
-    def install_signals(self) -> None:
-        def on_term(signum, frame):
-            self.stop.set()
-            if self._busy:
-                raise _Stop()
-
-        def on_hup(signum, frame):
-            self.reload.set()
-
-        signal.signal(signal.SIGTERM, on_term)
-        signal.signal(signal.SIGINT, on_term)
-        signal.signal(signal.SIGHUP, on_hup)
-
-    # -- loop -----------------------------------------------------------------------------
-    def run_once(self) -> None:
-        now = time.time()
-        self._busy = True
-        try:
-            facts, results = run_probes(self.host, self.fast_specs, max_workers=0,
-                                        options={"sample_s": 0, "signatures": self.config.signatures,
-                                                 "catalogs": self.config.catalogs})
-            events = self.tracker.sample(facts, results, now)
-            if self._prune:
-                # a probe with nothing to read on this host is left alone from now on
-                empty = {r.id for r in results if r.status == "no_data"}
-                self.fast_specs = [s for s in self.fast_specs if s.id not in empty]
-                self._prune = False
-            if time.monotonic() - self._last_check >= self.check_interval:
-                self._last_check = time.monotonic()
-                try:
-                    result = run_check(self.host, self.config)
-                    events += self.tracker.check(result.findings)
-                except Exception as e:  # a bug in a rule or deriver must not stop the daemon
-                    events.append(Event("probe-failed", "check", "error",
-                                        f"the full check failed: {type(e).__name__}: {e}"))
-        finally:
-            self._busy = False
-        for ev in events:
-            self.emit(ev)
-        if self.textfile_dir:
-            from .metrics import write_textfile
-
-            try:
-                write_textfile(self.textfile_dir, self.tracker)
-            except OSError as e:
-                self.emit(Event("probe-failed", "textfile", "warning", f"cannot write metrics: {e}"))
-        if self._first:
-            self.notifier.send(READY="1", STATUS=self.tracker.status_line())
-            self._first = False
-            self._ping(force=True)
-        else:
-            self._ping()
-            self.notifier.send(STATUS=self.tracker.status_line())
-
-    def _ping(self, force: bool = False) -> None:
-        """WATCHDOG=1 after a completed sample; the loop samples at least every half
-        WATCHDOG_USEC, so a loop that keeps completing samples keeps systemd content."""
-        if self.notifier.watchdog_interval_s is None:
-            return
-        self.notifier.send(WATCHDOG="1")
-        self._last_ping = time.monotonic()
-
-    def _do_reload(self) -> None:
-        self.reload.clear()
-        if self.reload_config is None:
-            return
-        try:
-            new = self.reload_config()
-        except ConfigError as e:
-            self.emit(Event("config-rejected", "config", "error", f"{e}; keeping the previous configuration"))
-            return
-        self.config = new
-        self.fast_specs = self._fast(new.specs)
-        self._prune = True
-        self._last_check = -1e18
-        self.emit(Event("config-reloaded", "config", "info",
-                        f"{len(new.specs)} probes, {len(new.rules.rules)} rules"))
-
-    def _wait(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while not self.stop.is_set() and not self.reload.is_set():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            if self._monitor is not None:
-                try:
-                    dev = self._monitor.poll(timeout=min(left, 0.5))
-                except Exception:
-                    dev = None
-                if dev is not None:
-                    return  # a hot-plug event: sample now
-            else:
-                self.stop.wait(min(left, 0.5))
-
-    def run(self) -> int:
-        period = self.interval
-        if self.notifier.watchdog_interval_s is not None:
-            period = min(period, self.notifier.watchdog_interval_s)
-        try:
-            while not self.stop.is_set():
-                if self.reload.is_set():
-                    self._do_reload()
-                started = time.monotonic()
-                self.run_once()
-                self._wait(max(0.0, period - (time.monotonic() - started)))
-        except _Stop:
-            pass
-        self.notifier.send(STOPPING="1", STATUS="stopping")
-        return 0
-
-
-class _Stop(BaseException):
-    """Raised from the SIGTERM handler to leave a sample that is still running."""

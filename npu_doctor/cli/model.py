@@ -1,4 +1,4 @@
-"""`npu-doctor model FILE --target T` (registered on the main click group).
+"""`npu-doctor model FILE --target T`: lint a model for an accelerator target.
 
 Exit codes as `check`: 0 no finding at or above --fail-on, 1 findings at or above it, 2 usage
 error, unreadable/truncated model, bad target or rules file (one line on stderr).
@@ -11,14 +11,14 @@ import sys
 
 import click
 
-from .cli import EXIT_FINDINGS, EXIT_OK, _fail, main
-from .errors import ConfigError, ModelError
+from .common import EXIT_OK, _fail, exit_for
+from ..errors import ConfigError, ModelError
 
 _MARKS = {"error": "x", "warning": "!", "info": "i"}
 
 
 def _list_targets(target_dirs) -> None:
-    from .model.targets import parse_target, target_files
+    from ..model.targets import parse_target, target_files
 
     for tid, path in sorted(target_files(list(target_dirs)).items()):
         t = parse_target(path)
@@ -52,7 +52,7 @@ def _render_text(result) -> str:
     return "\n".join(lines) + "\n"
 
 
-@main.command("model")
+@click.command("model")
 @click.argument("model_file", metavar="FILE", required=False)
 @click.option("--target", "targets", multiple=True, metavar="T",
               help="Target NPU (see --list-targets); repeatable, or 'all'.")
@@ -96,12 +96,11 @@ def model_cmd(model_file, targets, fmt, select, ignore, fail_on, target_dirs, ru
       npu-doctor model det.onnx --run --shape x=1,3,640,640
     """
     if run_:
-        from .deep.cli_run import model_run
+        from ..deep.cli_run import model_run
 
         model_run(model_file, runtime, device, shapes, values, fmt, select, ignore, fail_on, rule_dirs)
-    from .model import lint
-    from .model.targets import target_files
-    from .rules import SEVERITY_RANK
+    from ..model import lint
+    from ..model.targets import target_files
 
     try:
         if list_targets:
@@ -127,7 +126,4 @@ def model_cmd(model_file, targets, fmt, select, ignore, fail_on, target_dirs, ru
     else:
         sys.stdout.write("\n".join(_render_text(r) for r in results))
     sys.stdout.flush()
-    if fail_on == "never":
-        sys.exit(EXIT_OK)
-    worst = max((SEVERITY_RANK[f.severity] for r in results for f in r.findings), default=0)
-    sys.exit(EXIT_FINDINGS if worst >= SEVERITY_RANK[fail_on] else EXIT_OK)
+    sys.exit(exit_for([f for r in results for f in r.findings], fail_on))

@@ -1,4 +1,4 @@
-"""`npu-doctor watch` and `npu-doctor fix` (registered on the main click group)."""
+"""`npu-doctor watch` (the daemon) and `npu-doctor fix` (structured sysfs fixes)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import sys
 
 import click
 
-from .cli import EXIT_OK, _fail, _open_host, host_options, main
-from .errors import ConfigError, HostError, SnapshotError
+from ..errors import ConfigError, HostError, SnapshotError
+from .common import (EXIT_OK, _fail, _open_host, host_options)
 
 
-@main.command()
+
+@click.command()
 @host_options
 @click.option("--interval", type=click.FloatRange(0.05, 3600), default=5.0, show_default=True,
               metavar="SECONDS", help="How often to sample temperatures, clocks, utilisation and runtime PM.")
@@ -34,9 +35,9 @@ def watch(snapshot, probe_dirs, rule_dirs, logs, interval, check_interval, log_f
       npu-doctor watch --interval 1
       npu-doctor watch --log-format json --textfile-dir /var/lib/node_exporter/textfile_collector
     """
-    from .check import Config
-    from .sdnotify import Notifier, clean_child_environ
-    from .watch import Watcher
+    from ..check import Config
+    from ..sdnotify import Notifier, clean_child_environ
+    from ..watch import Watcher
 
     probe_dirs, rule_dirs = list(probe_dirs), list(rule_dirs)
     notifier = Notifier()
@@ -60,7 +61,7 @@ def watch(snapshot, probe_dirs, rule_dirs, logs, interval, check_interval, log_f
     sys.exit(watcher.run())
 
 
-@main.command()
+@click.command()
 @host_options
 @click.option("--apply", "do_apply", is_flag=True, help="Perform the writes (root, live host only).")
 @click.option("--select", multiple=True, metavar="ID", help="Only fixes of these rule ids; repeatable.")
@@ -71,8 +72,8 @@ def fix(snapshot, probe_dirs, rule_dirs, logs, do_apply, select):
     runtime-autosuspend); everything else stays advice in `npu-doctor check`. Writes last
     until reboot: the check's `make it stay` lines say how to persist them.
     """
-    from .check import Config, run_check
-    from .fix import apply, planned_writes
+    from ..check import Config, run_check
+    from ..fix import apply, planned_writes
 
     try:
         config = Config.load(probe_dirs, rule_dirs)

@@ -12,11 +12,11 @@ import json
 
 import click
 
-from .cli import _fail, main
-from .errors import ConfigError
+from .common import _fail
+from ..errors import ConfigError
 
 
-@main.command("explain")
+@click.command("explain")
 @click.argument("query", metavar="CODE-OR-LINE", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def explain(query, fmt):
@@ -29,7 +29,7 @@ def explain(query, fmt):
       npu-doctor explain -- -8005
       npu-doctor explain "apex 0000:01:00.0: Couldn't initialize interrupts: -28"
     """
-    from .catalog import fill, load_catalogs
+    from ..catalog import fill, load_catalogs
 
     text = " ".join(query)
     try:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from ..facts import accelerator_key, accelerator_label
+
 if TYPE_CHECKING:  # pragma: no cover
-    from .watch import Tracker
+    from .events import Tracker
 
 FILENAME = "npu_doctor.prom"
 
@@ -21,8 +23,6 @@ def write_textfile(directory: str, tracker: "Tracker") -> str:
     """Write the metrics file; returns its path. Raises OSError (or ImportError without
     prometheus-client: install npu-doctor[watch])."""
     from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
-
-    from .watch import _accel_key, _accel_label
 
     reg = CollectorRegistry()
     facts = tracker.last_facts
@@ -56,7 +56,7 @@ def write_textfile(directory: str, tracker: "Tracker") -> str:
     a_susp_s = Gauge("npu_doctor_accelerator_runtime_suspended_seconds", "Seconds suspended (ended episodes)",
                      labels, registry=reg)
     for a in facts.get("accelerators", []) or []:
-        key, lab = _accel_key(a), (_accel_label(a), a.get("vendor", "unknown"))
+        key, lab = accelerator_key(a), (accelerator_label(a), a.get("vendor", "unknown"))
         if isinstance(a.get("temperature_c"), (int, float)):
             a_temp.labels(*lab).set(a["temperature_c"])
         if isinstance(a.get("utilization_percent"), (int, float)):

@@ -1,0 +1,74 @@
+"""Command line: `npu-doctor check | rules | ...` (click).
+
+Exit codes of check (docs/architecture.md): 0 nothing at or above --fail-on, 1 findings at or
+above it, 2 usage or configuration error. Errors are one line on stderr, never a traceback;
+stdout carries only the report, so `--format json` output always parses.
+"""
+
+from __future__ import annotations
+import sys
+
+import click
+
+from .. import __version__
+from ..errors import NpuDoctorError
+from .capture import capture
+from .check import check
+from .common import EXIT_INTERRUPTED, EXIT_OK, _fail
+from .lock import lock, verify
+from .explain import explain
+from .model import model_cmd
+from .rules import rules
+from .watch import fix, watch
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, "-V", "--version", prog_name="npu-doctor")
+def main() -> None:
+    """Find why a model runs slowly, or not on the NPU at all.
+
+    npu-doctor checks the environment of an NPU or AI accelerator: firmware, driver, runtime
+    and toolkit versions; shared libraries the SDK cannot load; thermal throttling; runtime
+    power management; frequency governors; device-node permissions. Each finding comes with
+    its evidence and the fix.
+
+    \b
+    Examples:
+      npu-doctor check                         report on this machine
+      npu-doctor check --format json           the same, for tools (schema npu-doctor/report/v1)
+      npu-doctor check --snapshot board.tar.gz replay a board captured elsewhere
+      npu-doctor check --log run.log           also scan a runtime log for CPU fallback
+      npu-doctor rules list                    every check npu-doctor knows
+      npu-doctor rules explain runtime-autosuspend
+      npu-doctor capture -o board.tar.gz       bring this board home (redacted snapshot)
+      npu-doctor lock -o npu-env.lock          pin the validated stack
+      npu-doctor verify npu-env.lock           drift since the lock (exit 1 on an error)
+    """
+
+
+for _cmd in (check, rules, lock, verify, capture, watch, fix, model_cmd, explain):
+    main.add_command(_cmd)
+
+
+def run() -> None:
+    """Entry point: usage errors and stray NpuDoctorErrors become one line and exit 2;
+    Ctrl-C is exit 130 (not 1, which means "findings")."""
+    try:
+        rv = main(standalone_mode=False)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.UsageError as e:
+        cmd = e.ctx.command_path if e.ctx else "npu-doctor"
+        _fail(f"{e.format_message()} (see `{cmd} --help`)")
+    except click.ClickException as e:
+        _fail(e.format_message())
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("npu-doctor: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except NpuDoctorError as e:
+        _fail(str(e))
+    sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    run()

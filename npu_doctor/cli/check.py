@@ -1,0 +1,63 @@
+"""`npu-doctor check`: one report and an exit status for CI."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import ConfigError, HostError, SnapshotError
+from .common import (_fail, _open_host, _progress_printer, _use_color, exit_for,
+                     host_options, show_progress)
+
+
+@click.command()
+@host_options
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Report format.")
+@click.option("--select", multiple=True, metavar="ID", help="Report only these rule ids; repeatable.")
+@click.option("--ignore", multiple=True, metavar="ID", help="Do not report these rule ids; repeatable.")
+@click.option("--fail-on", type=click.Choice(["error", "warning", "info", "never"]), default="error",
+              show_default=True, help="Exit 1 when a finding at or above this severity is reported.")
+@click.option("--sample", "sample_s", type=click.FloatRange(0, 600), default=0.0, metavar="SECONDS",
+              help="Measure CPU and accelerator utilisation over a window (default: no waiting).")
+@click.option("-v", "--verbose", is_flag=True, help="Show every fact with its source, and failed probes.")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
+              show_default=True, help="Colour the text report (auto: on a terminal, unless NO_COLOR is set).")
+@click.option("--deep", is_flag=True, help="Also run a small built-in model through every installed "
+              "runtime and device (subprocess, timeout, memory limit): placement, latency, counters.")
+def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, sample_s, verbose, color, deep):
+    """Check this host (or a snapshot) and report findings.
+
+    \b
+    Exit status:
+      0  no finding at or above --fail-on
+      1  at least one finding at or above --fail-on
+      2  usage or configuration error (bad rules file, unreadable snapshot)
+    """
+    from ..check import Config, run_check
+    from ..report import render_json, render_text, stdout_is_unicode
+
+    try:
+        config = Config.load(probe_dirs, rule_dirs)
+        known = {r.id for r in config.rules.rules}
+        for rid in list(select) + list(ignore):
+            if rid not in known:
+                raise ConfigError(f"unknown rule id {rid!r} (see `npu-doctor rules list`)")
+        host = _open_host(snapshot, list(logs))
+        progress_on = show_progress()
+        if sample_s and progress_on:
+            click.echo(f"npu-doctor: sampling utilisation for {sample_s:g} s ...", err=True)
+        result = run_check(host, config, select, ignore, progress=_progress_printer(progress_on),
+                           sample_s=sample_s, deep={} if deep else None)
+    except (ConfigError, SnapshotError) as e:
+        _fail(str(e))
+    except HostError as e:
+        _fail(str(e))
+    if fmt == "json":
+        sys.stdout.write(render_json(result))
+    else:
+        sys.stdout.write(render_text(result, verbose=verbose, color=_use_color(color),
+                                     unicode=stdout_is_unicode()))
+    sys.stdout.flush()
+    sys.exit(exit_for(result.findings, fail_on))

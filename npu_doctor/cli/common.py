@@ -1,0 +1,84 @@
+"""What every command shares: exit codes, one-line errors, progress lines, colour, the host
+options (--snapshot, --probes, --rules, --log) and the exit status from findings."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import List, NoReturn, Optional, Sequence
+
+import click
+
+from ..errors import ConfigError, HostError, SnapshotError  # noqa: F401  (re-exported to commands)
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130
+
+
+def _fail(msg: str) -> "NoReturn":
+    click.echo(f"npu-doctor: error: {msg}", err=True)
+    sys.exit(EXIT_USAGE)
+
+
+def _use_color(mode: str, stream=None) -> bool:
+    if mode == "never":
+        return False
+    if mode == "always":
+        return True
+    if os.environ.get("NO_COLOR"):
+        return False
+    stream = stream or sys.stdout
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+def _progress_printer(enabled: bool):
+    def progress(msg: str) -> None:
+        if enabled:
+            click.echo(f"npu-doctor: {msg} ...", err=True)
+    return progress
+
+
+def _open_host(snapshot: Optional[str], logs: List[str]):
+    from ..host import open_host
+
+    return open_host(snapshot, logs)
+
+
+_HOST_OPTIONS = [
+    click.option("--snapshot", "snapshot", metavar="PATH",
+                 help="Read a snapshot (directory or .tar.gz) instead of this host."),
+    click.option("--probes", "probe_dirs", multiple=True, metavar="DIR",
+                 help="Extra probe specs (*.toml) to load; repeatable."),
+    click.option("--rules", "rule_dirs", multiple=True, metavar="DIR",
+                 help="Extra rules files (*.toml) to load; repeatable."),
+    click.option("--log", "logs", multiple=True, metavar="FILE",
+                 type=click.Path(exists=True, dir_okay=False, readable=True),
+                 help="A runtime or compiler log to scan for CPU fallback and errors; repeatable."),
+]
+
+
+def host_options(fn):
+    for opt in reversed(_HOST_OPTIONS):
+        fn = opt(fn)
+    return fn
+
+
+def show_progress() -> bool:
+    """Progress lines go to stderr on a terminal, or when NPU_DOCTOR_PROGRESS is set."""
+    return sys.stderr.isatty() or bool(os.environ.get("NPU_DOCTOR_PROGRESS"))
+
+
+def plural(n: int, noun: str, many: Optional[str] = None) -> str:
+    """`1 finding`, `2 findings`, `0 findings` (`many` for irregular plurals)."""
+    return f"{n} {noun if n == 1 else (many or noun + 's')}"
+
+
+def exit_for(findings: Sequence, fail_on: str) -> int:
+    """The exit status of `check` and `verify`: EXIT_FINDINGS when a finding is at or above
+    `fail_on` (error | warning | info), EXIT_OK otherwise or when `fail_on` is "never"."""
+    from ..rules import SEVERITY_RANK
+
+    if fail_on == "never":
+        return EXIT_OK
+    worst = max((SEVERITY_RANK[f.severity] for f in findings), default=0)
+    return EXIT_FINDINGS if worst >= SEVERITY_RANK[fail_on] else EXIT_OK

@@ -1,0 +1,159 @@
+"""`npu-doctor lock` and `npu-doctor verify`: pin the stack, report drift from the pin."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import ConfigError, HostError, SnapshotError
+from .common import (_fail, _open_host, _progress_printer, exit_for,
+                     host_options, plural, show_progress)
+
+
+def _facts_for_lock(snapshot, probe_dirs, rule_dirs, logs):
+    """(host, check result) for lock/verify: the same probes as `check`."""
+    from ..check import Config, run_check
+
+    config = Config.load(probe_dirs, rule_dirs)
+    host = _open_host(snapshot, list(logs))
+    progress_on = show_progress()
+    return host, run_check(host, config, progress=_progress_printer(progress_on))
+
+
+@click.command()
+@host_options
+@click.option("-o", "--output", "output", default="npu-env.lock", show_default=True,
+              metavar="FILE", help="Where to write the lockfile ('-' for stdout).")
+def lock(snapshot, probe_dirs, rule_dirs, logs, output):
+    """Pin this host's accelerator stack in a lockfile (TOML).
+
+    Records OS id/version, kernel release, libc, each accelerator with its driver and firmware
+    versions and tunables (power/control, governors), kernel module versions (drivers.*),
+    SDK and runtime versions (sdks.*), the Python distributions of accelerator SDKs, and
+    sha256 of the SDK libraries and firmware files the probes found. What is locked and how
+    a difference is graded is data: npu_doctor/lockspec.toml.
+
+    The same machine gives a byte-identical file (sorted keys, no timestamp); the file is
+    replaced atomically, so an interrupted lock leaves the previous one intact. A symlink
+    is followed and its target replaced; a device, fifo, socket or directory is refused.
+
+    \b
+    Examples:
+      npu-doctor lock                               write ./npu-env.lock for this host
+      npu-doctor lock -o /etc/npu-env.lock
+      npu-doctor lock --snapshot board.tar.gz -o golden.lock
+    """
+    from ..lock import build_manifest, count_locked, dumps, load_spec
+    from ..outputs import OutputPathError, resolve_output, write_atomic
+
+    try:
+        if output != "-":
+            resolve_output(output, "lockfile")   # refuse /dev/full & co before any probing
+        spec = load_spec()
+        host, result = _facts_for_lock(snapshot, probe_dirs, rule_dirs, logs)
+        manifest = build_manifest(result.facts, host, spec)
+    except (ConfigError, SnapshotError, HostError, OutputPathError) as e:
+        _fail(str(e))
+    data = dumps(manifest)
+    if output == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    try:
+        write_atomic(output, data)
+    except OutputPathError as e:
+        _fail(str(e))
+    except OSError as e:
+        _fail(f"{output}: cannot write lockfile ({e.strerror or e})")
+    arch = manifest["lock"].get("arch") or "architecture unknown, not recorded"
+    click.echo(f"npu-doctor: locked {plural(count_locked(manifest), 'value')} "
+               f"({arch}) in {output}", err=True)
+
+
+@click.command()
+@click.argument("lockfile", metavar="LOCKFILE", default="npu-env.lock")
+@host_options
+@click.option("--ignore", "ignore_paths", multiple=True, metavar="PATH",
+              help="A lock path allowed to float (prefix or shell pattern per key, e.g. "
+                   "'sdks.*.build', 'accelerators.*.power.control', python.packages); repeatable.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Report format (json: the check report schema, findings "
+                                      "are lock-drift, plus a 'lock' section).")
+@click.option("--fail-on", type=click.Choice(["error", "warning", "info", "never"]), default="error",
+              show_default=True, help="Exit 1 when a difference at or above this severity is found.")
+def verify(lockfile, snapshot, probe_dirs, rule_dirs, logs, ignore_paths, fmt, fail_on):
+    """Compare this host (or a snapshot) with a lockfile; report each difference.
+
+    Each difference is a `lock-drift` finding: what changed, from what, to what, and its
+    severity (driver, firmware, kernel, libc, SDK version or library content: error;
+    a tunable such as power/control or a governor: warning; a newly installed SDK package:
+    info). See `npu-doctor rules explain lock-drift`.
+
+    \b
+    Exit status:
+      0  no difference at or above --fail-on
+      1  at least one difference at or above --fail-on
+      2  usage error, or a lockfile that is unreadable, truncated, of an unknown schema
+         or for another architecture
+
+    \b
+    Examples:
+      npu-doctor verify npu-env.lock
+      npu-doctor verify npu-env.lock --ignore 'sdks.*.build' --fail-on warning
+      npu-doctor verify golden.lock --snapshot board.tar.gz --format json
+    """
+    import json
+
+    from ..lock import (LockfileError, build_manifest, check_arch, count_locked, diff,
+                       drift_findings, load_spec, parse_ignore, read_lockfile)
+    from ..rules import load_rules
+
+    try:
+        for p in ignore_paths:
+            parse_ignore(p)
+        locked = read_lockfile(lockfile)
+        spec = load_spec()
+        host, result = _facts_for_lock(snapshot, probe_dirs, rule_dirs, logs)
+        current = build_manifest(result.facts, host, spec)
+        arch_note = check_arch(locked, current, lockfile,
+                               f"snapshot {snapshot}" if snapshot else "this host")
+        rule = load_rules(rule_dirs).get("lock-drift")
+        rule_fixes = []
+        if rule is not None:
+            rule_fixes = [{"kind": f.kind, "text": f.text.strip()} for f in rule.fixes]
+            rule_fixes += [{"kind": "doc", "text": d} for d in rule.docs]
+        drifts = diff(locked, current, spec, ignore_paths)
+        findings = drift_findings(drifts, lockfile, rule.title if rule else "", rule_fixes)
+    except (ConfigError, SnapshotError, HostError, LockfileError) as e:
+        _fail(str(e))
+    hdr = locked["lock"]
+    if fmt == "json":
+        doc = result.to_json()
+        doc["findings"] = [f.to_json() for f in findings]
+        doc["lock"] = {"path": lockfile, "schema": hdr.get("schema"),
+                       "tool_version": hdr.get("tool_version"), "arch": hdr.get("arch"),
+                       "locked_values": count_locked(locked), "differences": len(findings),
+                       "ignored": list(ignore_paths),
+                       "arch_compared": arch_note is None,
+                       "notes": [arch_note] if arch_note else []}
+        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n")
+    else:
+        where = f"snapshot {snapshot}" if snapshot else "this host"
+        click.echo(f"npu-doctor verify: {where} against {lockfile} "
+                   f"(npu-doctor {hdr.get('tool_version')}, "
+                   f"{hdr.get('arch') if hdr.get('arch') not in (None, 'unknown') else 'architecture unknown'}, "
+                   f"{plural(count_locked(locked), 'locked value')})")
+        if arch_note:
+            click.echo(f"  ? note    {arch_note}")
+        marks = {"error": "x", "warning": "!", "info": "i"}
+        for f in findings:
+            click.echo(f"  {marks[f.severity]} {f.severity:<7} {f.message}")
+        if not findings:
+            click.echo("  ok: no drift" + (f" (ignoring {', '.join(ignore_paths)})" if ignore_paths else ""))
+        else:
+            counts = {s: sum(1 for f in findings if f.severity == s) for s in ("error", "warning", "info")}
+            click.echo(f"{plural(len(findings), 'difference')}: " +
+                       ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    sys.stdout.flush()
+    sys.exit(exit_for(findings, fail_on))

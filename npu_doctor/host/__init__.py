@@ -1,0 +1,25 @@
+"""Host: the only code that touches the machine.
+
+`LiveHost` reads `/` and runs real commands; `SnapshotHost` reads a snapshot; `RecordingHost`
+(host.recording) records what the probes read for `capture`. See host.base for the interface.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from .base import (OUTPUT_CAP_BYTES, READ_CAP_BYTES, CommandResult, Host, Identity, StatInfo,
+                   mode_allows, parse_id_output)
+from .live import LiveHost
+from .logfile import decode_log
+from .snapshot import SnapshotHost
+
+__all__ = ["OUTPUT_CAP_BYTES", "READ_CAP_BYTES", "CommandResult", "Host", "Identity", "LiveHost",
+           "SnapshotHost", "StatInfo", "decode_log", "mode_allows", "open_host", "parse_id_output"]
+
+
+def open_host(snapshot: Optional[str] = None, logs: Sequence[str] = ()) -> Host:
+    """LiveHost, or SnapshotHost for a snapshot path. Raises SnapshotError."""
+    if snapshot:
+        return SnapshotHost(snapshot, extra_logs=logs)
+    return LiveHost(extra_logs=logs)

@@ -1,0 +1,194 @@
+"""LiveHost: the machine npu-doctor runs on (reads `/`, runs real commands)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import signal
+import stat as stat_mod
+import subprocess
+import threading
+import time
+from typing import BinaryIO, Dict, List, Optional, Sequence, Tuple
+
+from ..errors import AccessDenied, CommandNotFound, HostError, NotFound
+from .base import OUTPUT_CAP_BYTES, READ_CAP_BYTES, CommandResult, Host, Identity, StatInfo
+from .logfile import decode_log
+
+
+class LiveHost(Host):
+    """The machine npu-doctor runs on. `extra_logs` are files given with --log."""
+
+    source = "live"
+
+    def __init__(self, extra_logs: Sequence[str] = ()) -> None:
+        self.path = "/"
+        self.extra_logs = list(extra_logs)
+        self._identity: Optional[Identity] = None
+
+    @staticmethod
+    def _wrap(path: str, exc: OSError) -> HostError:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return NotFound(path, "no such file")
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return AccessDenied(path, "permission denied")
+        return HostError(path, exc.strerror or str(exc))
+
+    def read_bytes(self, path: str, max_bytes: int = READ_CAP_BYTES) -> bytes:
+        # Read in chunks: procfs sysctl files (/proc/sys/kernel/osrelease) allocate a kernel
+        # buffer of the size asked for, and one 8 MiB read fails there with ENOMEM.
+        try:
+            with open(path, "rb", buffering=0) as f:
+                chunks = []
+                left = max_bytes
+                while left > 0:
+                    chunk = f.read(min(left, 65536))
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    left -= len(chunk)
+                return b"".join(chunks)
+        except OSError as e:
+            raise self._wrap(path, e) from None
+
+    def open_binary(self, path: str) -> BinaryIO:
+        try:
+            return open(path, "rb")
+        except OSError as e:
+            raise self._wrap(path, e) from None
+
+    def listdir(self, path: str) -> List[str]:
+        try:
+            return sorted(os.listdir(path))
+        except OSError as e:
+            raise self._wrap(path, e) from None
+
+    def is_dir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def exists(self, path: str) -> bool:
+        return os.path.lexists(path)
+
+    def readlink(self, path: str) -> str:
+        try:
+            return os.readlink(path)
+        except OSError as e:
+            raise self._wrap(path, e) from None
+
+    def realpath(self, path: str) -> str:
+        return os.path.realpath(path)
+
+    def stat(self, path: str) -> Optional[StatInfo]:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return _statinfo(st)
+
+    def run(self, argv: Sequence[str], timeout: float = 10.0) -> CommandResult:
+        argv = list(argv)
+        if not argv or (shutil.which(argv[0]) is None):
+            raise CommandNotFound(argv[0] if argv else "", "command not found")
+        env = dict(os.environ, LC_ALL="C", LANG="C")
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True, env=env)
+        except FileNotFoundError:
+            raise CommandNotFound(argv[0], "command not found") from None
+        except PermissionError:
+            raise AccessDenied(argv[0], "permission denied") from None
+        out, err, timed_out = _communicate_capped(proc, timeout)
+        return CommandResult(
+            argv=argv,
+            returncode=None if timed_out else proc.returncode,
+            stdout=out.decode("utf-8", "replace"),
+            stderr=err.decode("utf-8", "replace"),
+            timed_out=timed_out,
+            duration_s=time.monotonic() - start,
+            source="$ " + " ".join(argv),
+        )
+
+    def which(self, name: str) -> Optional[str]:
+        return shutil.which(name)
+
+    def environ(self) -> Dict[str, str]:
+        return dict(os.environ)
+
+    def identity(self) -> Identity:
+        if self._identity is None:
+            import grp
+            import pwd
+
+            uid, gid = os.getuid(), os.getgid()
+            groups = sorted(set(os.getgroups()) | {gid})
+            names = []
+            for g in groups:
+                try:
+                    names.append(grp.getgrgid(g).gr_name)
+                except KeyError:
+                    names.append(str(g))
+            try:
+                user = pwd.getpwuid(uid).pw_name
+            except KeyError:
+                user = None
+            self._identity = Identity(uid, gid, groups, names, user, source="getuid/getgroups")
+        return self._identity
+
+    def can_open(self, path: str, write: bool = True) -> Optional[bool]:
+        if not os.path.exists(path):
+            return None
+        return os.access(path, os.R_OK | (os.W_OK if write else 0))
+
+    def logs(self) -> List[Tuple[str, str]]:
+        out = []
+        for p in self.extra_logs:
+            try:
+                out.append((p, decode_log(self.read_bytes(p))))
+            except HostError:
+                raise
+        return out
+
+
+def _statinfo(st: os.stat_result) -> StatInfo:
+    m = st.st_mode
+    kind = ("dir" if stat_mod.S_ISDIR(m) else "char" if stat_mod.S_ISCHR(m) else
+            "block" if stat_mod.S_ISBLK(m) else "fifo" if stat_mod.S_ISFIFO(m) else
+            "socket" if stat_mod.S_ISSOCK(m) else "link" if stat_mod.S_ISLNK(m) else "file")
+    rdev = f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}" if kind in ("char", "block") else None
+    return StatInfo(kind, stat_mod.S_IMODE(m), st.st_uid, st.st_gid, rdev)
+
+
+def _communicate_capped(proc: subprocess.Popen, timeout: float) -> Tuple[bytes, bytes, bool]:
+    """Read both pipes up to OUTPUT_CAP_BYTES each; kill the process group at the timeout."""
+    bufs: Dict[str, bytearray] = {"out": bytearray(), "err": bytearray()}
+
+    def pump(stream, key):
+        buf = bufs[key]
+        while True:
+            chunk = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
+            if not chunk:
+                break
+            if len(buf) < OUTPUT_CAP_BYTES:
+                buf.extend(chunk[: OUTPUT_CAP_BYTES - len(buf)])
+
+    threads = [threading.Thread(target=pump, args=(proc.stdout, "out"), daemon=True),
+               threading.Thread(target=pump, args=(proc.stderr, "err"), daemon=True)]
+    for t in threads:
+        t.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.wait()
+    for t in threads:
+        # A grandchild that escaped the group may hold the pipe; do not wait on it forever.
+        t.join(timeout=0.5)
+    return bytes(bufs["out"]), bytes(bufs["err"]), timed_out
+

@@ -1,0 +1,203 @@
+"""Building a lock manifest from the facts: locked fields, SDK Python distributions, file
+hashes."""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+import posixpath
+import re
+import sys
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from .. import __version__
+from ..errors import HostError
+from ..facts import Facts
+from ..host import Host
+
+from .lockfile import LOCK_SCHEMA, _digest, _sorted
+from .spec import LockPath, LockSpec, expand, normalize_dist_name
+
+HASH_CHUNK = 1 << 20
+
+
+# -- Python distributions --------------------------------------------------------------------
+SYSTEM_SITE_GLOBS = (
+    "/usr/lib/python3/dist-packages",
+    "/usr/lib/python3*/site-packages",
+    "/usr/lib/python3*/dist-packages",
+    "/usr/lib64/python3*/site-packages",
+    "/usr/local/lib/python3*/site-packages",
+    "/usr/local/lib/python3*/dist-packages",
+    "/usr/local/lib64/python3*/site-packages",
+)
+
+
+def site_dirs(host: Host, extra: Sequence[str] = ()) -> List[str]:
+    """Directories scanned for *.dist-info: the running interpreter's site directories (live
+    host only), those a snapshot recorded (`[snapshot] python_paths`), then the system ones."""
+    dirs: List[str] = list(extra)
+    if host.source == "live":
+        dirs += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    else:
+        dirs += _snapshot_python_paths(host)
+    for pat in SYSTEM_SITE_GLOBS:
+        dirs += host.glob(pat)
+    out: List[str] = []
+    for d in dirs:
+        if d and d not in out:
+            out.append(d)
+    return out
+
+
+def _snapshot_python_paths(host: Host) -> List[str]:
+    paths = host.snapshot_meta().get("python_paths", [])
+    return [str(x) for x in paths if isinstance(x, str)] if isinstance(paths, list) else []
+
+
+_DIST_RE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._]*?)-(?P<version>[^-]+?)"
+                      r"(?:-py\d[\d.]*)?(?:-[^-]+)?\.(?:dist-info|egg-info)$")
+
+
+def scan_python_packages(host: Host, patterns: Sequence[str],
+                         dirs: Optional[Sequence[str]] = None) -> Dict[str, str]:
+    """{normalised name: version} of the distributions matching patterns, first dir wins.
+
+    Reads directory names (`onnxruntime-1.17.0.dist-info`, `hailort-4.20.0-py3.9.egg-info`);
+    a bare `NAME.egg-info` takes its version from PKG-INFO. Read through the Host, so a
+    snapshot answers from its fs/.
+    """
+    found: Dict[str, str] = {}
+    for d in (site_dirs(host) if dirs is None else dirs):
+        try:
+            names = host.listdir(d)
+        except HostError:
+            continue
+        for entry in names:
+            if not entry.endswith((".dist-info", ".egg-info")):
+                continue
+            m = _DIST_RE.match(entry)
+            if m:
+                name, version = m.group("name"), m.group("version")
+            else:
+                name, version = entry.rsplit(".", 1)[0], None
+                meta = host.read_attr(posixpath.join(d, entry, "PKG-INFO")) or ""
+                vm = re.search(r"^Version:\s*(\S+)", meta, re.M)
+                version = vm.group(1) if vm else None
+            norm = normalize_dist_name(name)
+            if version is None or norm in found:
+                continue
+            if any(fnmatch.fnmatchcase(norm, p) for p in patterns):
+                found[norm] = version
+    return dict(sorted(found.items()))
+
+
+# -- hashing ---------------------------------------------------------------------------------
+def file_digest(host: Host, path: str) -> Optional[Tuple[str, int]]:
+    """(sha256 hex, size in bytes) of a host file, or None when it cannot be read.
+
+    Streams through `Host.open_binary`, so a snapshot hashes its own fs/ copy; a file that
+    `capture` kept only in part (the byte ranges the probes read) has the board's sha256 and
+    size in snapshot.toml (`[[snapshot.sparse]]`), and those are used.
+    """
+    sparse = host.snapshot_meta().get("sparse", [])
+    if isinstance(sparse, list) and sparse:
+        try:
+            real = host.realpath(path)
+        except HostError:
+            real = path
+        for entry in sparse:
+            if isinstance(entry, dict) and entry.get("path") in (path, real) and entry.get("sha256"):
+                return str(entry["sha256"]), int(entry.get("size", 0))
+    h = hashlib.sha256()
+    size = 0
+    try:
+        f = host.open_binary(path)
+    except HostError:
+        return None
+    try:
+        while True:
+            chunk = f.read(HASH_CHUNK)
+            if not chunk:
+                break
+            h.update(chunk)
+            size += len(chunk)
+    except OSError:
+        return None
+    finally:
+        f.close()
+    return h.hexdigest(), size
+
+
+# -- the manifest ----------------------------------------------------------------------------
+def _nest(flat: Dict[LockPath, Any]) -> Dict[str, Any]:
+    root: Dict[str, Any] = {}
+    for parts in sorted(flat):
+        node = root
+        for p in parts[:-1]:
+            nxt = node.get(p)
+            if not isinstance(nxt, dict):
+                nxt = node[p] = {}
+            node = nxt
+        if not isinstance(node.get(parts[-1]), dict):
+            node[parts[-1]] = flat[parts]
+    return _sorted(root)
+
+def host_arch(facts: Facts, host: Host) -> Optional[str]:
+    """The machine architecture (`aarch64`): the `arch` fact, else this machine's on a live
+    host; None when neither tells (a snapshot without `uname -m` nor ELF binaries)."""
+    arch = facts.get("arch")
+    if arch and str(arch) != "unknown":
+        return str(arch)
+    if host.source == "live":
+        return os.uname().machine or None
+    return None
+
+
+def build_manifest(facts: Facts, host: Host, spec: LockSpec) -> Dict[str, Any]:
+    """The lockfile content (a plain dict, keys sorted, digest included) for these facts."""
+    tree = facts.to_dict()
+    flat: Dict[LockPath, Any] = {}
+    for fs in spec.fields:
+        for lock_path, _fact, value in expand(tree, fs.tokens, spec):
+            flat[lock_path] = value
+    files: Dict[str, Dict[str, Any]] = {}
+    for hs in spec.hashes:
+        for _lp, _fact, value in expand(tree, hs.tokens, spec):
+            for p in (value if isinstance(value, list) else [value]):
+                if not isinstance(p, str) or not p.startswith("/") or p in files:
+                    continue
+                got = file_digest(host, p)
+                if got is None:
+                    continue
+                files[p] = {"kind": hs.kind, "sha256": got[0], "size": got[1]}
+    packages = python_packages(facts, host, spec)
+    body = _nest(flat)
+    if packages:
+        body.setdefault("python", {})["packages"] = packages
+    if files:
+        body["files"] = {k: files[k] for k in sorted(files)}
+    body = _sorted(body)
+    header: Dict[str, Any] = {"schema": LOCK_SCHEMA, "tool_version": __version__}
+    arch = host_arch(facts, host)
+    if arch:
+        header["arch"] = arch
+    header["digest"] = "sha256:" + _digest(header, body)
+    out = {"lock": header}
+    out.update(body)
+    return out
+
+
+def python_packages(facts: Facts, host: Host, spec: LockSpec) -> Dict[str, str]:
+    """Pinned SDK distributions: the `python.packages` fact if a probe gave one, else a scan."""
+    given = facts.get("python.packages")
+    if isinstance(given, dict):
+        items = {normalize_dist_name(k): str(v) for k, v in given.items() if v is not None}
+    elif isinstance(given, list):
+        items = {normalize_dist_name(str(p["name"])): str(p["version"]) for p in given
+                 if isinstance(p, dict) and p.get("name") and p.get("version")}
+    else:
+        return scan_python_packages(host, spec.python_packages)
+    return {k: v for k, v in sorted(items.items())
+            if any(fnmatch.fnmatchcase(k, p) for p in spec.python_packages)}

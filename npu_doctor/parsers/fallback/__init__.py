@@ -1,0 +1,186 @@
+"""CPU fallback stated in runtime and compiler logs: which operators ran on the CPU.
+
+The seed write-ups' first method: turn the runtime's log up and search it for what was
+placed on the CPU. Every parser here is a pure function on the *whole* text of one log and
+returns a list of entries, one per statement the log makes:
+
+    {"runtime": "onnxruntime" | "qnn" | "vitisai" | "edgetpu" | "rknn" | "torch_npu" | "ascend",
+     "kind": "op" | "total" | "hint",
+     "op": "Gather" | None,          # operator type as the log prints it (None: not named)
+     "count": 1 | None,              # operators this entry stands for (None: not stated)
+     "target": "CPUExecutionProvider" | "CPU" | "AiCpu",
+     "line_no": 7,                   # 1-based line in the log
+     "group": 6,                     # line of the block header: entries of one block share it
+     "line": "...", ...}             # the cleaned line, plus format-specific keys (node, status)
+
+- kind "op": one operator type (with how many of it) on the CPU;
+- kind "total": a count the log states for a whole block ("Number of nodes: 39",
+  "Number of operations that will run on CPU: 2"); within a block the stated total wins over
+  the sum of the listed operators (a log can be truncated after the first few);
+- kind "hint": the log says *some* nodes left the accelerator without naming or counting them
+  (ONNX Runtime's "Some nodes were not assigned to the preferred execution providers").
+
+`aggregate()` turns entries into {ops, count, op_counts}. ANSI colour codes, carriage-return
+progress output, timestamps and `[rankN]:` prefixes are removed before matching, so the same
+parser reads a terminal capture, a journald export and a file log.
+
+Formats (verbatim examples; sources):
+
+ONNX Runtime, any execution provider (onnxruntime/core/framework/session_state.cc,
+VerifyEachNodeIsAssignedToAnEp; VERBOSE log level):
+- 1.13+: `Node placements` / ` Node(s) placed on [CPUExecutionProvider]. Number of nodes: 39`
+  then one `  Gather (Gather_1067)` line (OpType (node name)) per node; one provider only:
+  ` All nodes placed on [CPUExecutionProvider]. Number of nodes: 52`
+  (https://github.com/ROCm/AMDMIGraphX/issues/1641, https://github.com/k2-fsa/sherpa-onnx/issues/163).
+- 0.5-1.12: ` Provider: [CPUExecutionProvider]: [Gather (Gather_1), Shape (Shape_2), ]` and
+  ` All nodes have been placed on [CPUExecutionProvider].`
+  (https://github.com/microsoft/onnxruntime/pull/2221, /pull/2229); briefly (PR 12276)
+  ` Node [Gather (Gather_1)] has been placed on [CPUExecutionProvider].`
+- `CUDA kernel not found in registries for Op type: ScatterND node name: ScatterND_1`
+  (also webgpu, MPS, ROCm): INFO lines of the EP's GetCapability; used only when the log has
+  no placement dump.
+- QNN EP: `Unsupported nodes in QNN EP: { name: n0, type: DequantizeLinear }{ ... }`
+  (https://github.com/microsoft/onnxruntime/issues/22821, krrishnarraj/clpeak#197);
+  `Non-QDQ Conv operators are not supported on HTP or DSP backends. Conv node `x will not be
+  assigned to QNN EP.` (ORT 1.16, /pull/16750); `Number of partitions supported by QNN EP: 3,
+  number of nodes in the graph: 60, number of nodes supported by QNN: 58` (the same summary
+  for CoreML/NNAPI); used only when no node is named.
+- OpenVINO EP (2019-2020): `[OpenVINO-EP] Rejecting as graph has unsupported operations.Operation
+  is not supported by OpenVINO`: the whole graph stays on the CPU, count not stated
+  (https://github.com/microsoft/onnxruntime/issues/2298).
+- Vitis AI EP (Ryzen AI): `[Vitis AI EP] No. of Operators :   CPU     8    NPU  2356
+  VITIS_EP_CPU    13` (amd/RyzenAI-SW#318), `[Vitis AI EP] No. of Operators : CPU 400`
+  (amd/RyzenAI-SW#170); older releases say IPU and add a percentage. Only the CPU column is
+  counted (VITIS_EP_CPU is kept as a detail).
+- The warning `Some nodes were not assigned to the preferred execution providers ...` names
+  nothing: it becomes a "hint" entry.
+
+Edge TPU compiler (`edgetpu_compiler` 2.x, 14, 15, 16; stdout and the `*_edgetpu.log`
+operation log): `Number of operations that will run on CPU: 2`, then the table
+`Operator  Count  Status` whose rows with any status other than `Mapped to Edge TPU`
+("Operation is otherwise supported, but not mapped due to some unspecified limitation",
+"More than one subgraph is not supported", "Operation is working on an unsupported data
+type", "Operation not supported", ...) run on the CPU
+(https://github.com/google-coral/edgetpu/issues/219, #342, #490, #60, #393).
+
+RKNN (rknn-toolkit2 1.x/2.x compiler, librknnrt/librknnmrt runtime):
+- `W RKNN: [13:52:53.504] Transpose will fallback to CPU, because ...`
+  (https://github.com/airockchip/rknn-toolkit2/issues/490);
+- verbose build: `D RKNN: [07:52:21.565] node: MatMul:MatMul_38, Target: CPU`
+  (https://github.com/rockchip-linux/rknn-toolkit2/issues/217);
+- layer tables with a Target column (build `RKNNModelBuildPass` statistics, `eval_perf`,
+  `RKNN_LOG_LEVEL=4` runtime): `ID OpType DataType Target InputShape ... FullName`; CPU rows
+  other than InputOperator/OutputOperator (the I/O copies every model has) count;
+- runtime: `E RKNN: unsupport cpu ArgMax op, op name: ArgMax:ArgMax in current, ...` +
+  `rknn fallback cpu failed` (airockchip/rknn-toolkit2#557, #482, #145) and
+  `E RKNN: [..] Unsupport CPU op: CumSum in this librknnrt.so, ...` (immich-app/immich#15241):
+  the model put the op on the CPU and this runtime has no CPU kernel for it.
+
+torch_npu / PyTorch PrivateUse1 fallback (`npu_cpu_fallback`):
+`[W compiler_depend.ts:51] Warning: CAUTION: The operator 'torchvision::nms' is not currently
+supported on the NPU backend and will fall back to run on the CPU. This may have performance
+implications. (function npu_cpu_fallback)`; newer torch prefixes `[rank0]:[W107 21:14:04.2
+VariableFallbackKernel.cpp:250]`; terminals wrap the line mid-word
+(opendatalab/MinerU#1695, #1941; Ascend/pytorch#51; vllm-project/vllm-omni#755;
+modelscope/ms-swift#1047 "run on CPU"). Each operator warns once per process, so an operator
+repeated by several ranks counts once.
+
+Ascend AICPU (torch_npu op-plugin): `Warning: kernel [ArgSort] can not support dtype int32 or
+int64 on AiCore, Now this kernel is running on AiCpu.` (vllm-project/vllm-ascend#2210); CANN
+profiler CSVs (`op_statistic.csv`: `OP Type,Core Type,Count,...`; `kernel_details.csv`:
+`...,Type,Accelerator Core,...`; `op_summary*.csv`: `...,OP Type,...,Task Type,...`) with
+core/task type `AI_CPU`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from ...registry import parser
+from .ascend import parse_ascend_aicpu
+from .common import MAX_LINE, Entry, clean_line, log_lines, strip_prefix  # noqa: F401
+from .edgetpu import parse_edgetpu
+from .onnxruntime import parse_onnxruntime, parse_vitisai
+from .rknn import parse_rknn
+from .torch_npu import parse_torch_npu
+
+
+# -- all of them ---------------------------------------------------------------------------
+PARSERS = (parse_onnxruntime, parse_vitisai, parse_edgetpu, parse_rknn, parse_torch_npu,
+           parse_ascend_aicpu)
+
+RUNTIME_NAMES = {
+    "onnxruntime": "ONNX Runtime",
+    "qnn": "ONNX Runtime QNN EP",
+    "vitisai": "ONNX Runtime Vitis AI EP",
+    "edgetpu": "Edge TPU compiler",
+    "rknn": "RKNN",
+    "torch_npu": "torch_npu",
+    "torch": "PyTorch",
+    "ascend": "Ascend CANN",
+}
+
+
+@parser("fallback_logs")
+def parse_fallback_logs(text: str) -> List[Entry]:
+    """Every parser of this module on one log, entries in line order."""
+    out: List[Entry] = []
+    for fn in PARSERS:
+        out.extend(fn(text))
+    out.sort(key=lambda e: (e["line_no"], e["runtime"]))
+    return out
+
+
+def aggregate(entries: Iterable[Entry]) -> Dict[str, Any]:
+    """Sum entries (of one log, or any set): {ops, count, op_counts, lines}.
+
+    - ops: distinct operator types in order of first appearance (line order);
+    - count: per block (runtime + group), the stated total when there is one, else the sum of
+      the listed operators; summed over blocks; None when no entry states a number;
+    - op_counts: {op: number the log lists}; lines: sorted line numbers used.
+    Hint entries are ignored.
+    """
+    entries = [e for e in entries if e.get("kind") in ("op", "total")]
+    entries.sort(key=lambda e: e["line_no"])
+    ops: List[str] = []
+    op_counts: Dict[str, int] = {}
+    blocks: Dict[Tuple[str, int], Dict[str, Any]] = {}
+    for e in entries:
+        b = blocks.setdefault((e["runtime"], e["group"]), {"total": None, "sum": None})
+        if e["kind"] == "total":
+            if e.get("count") is not None:
+                b["total"] = (b["total"] or 0) + e["count"]
+            continue
+        op = e.get("op")
+        if op:
+            if op not in op_counts:
+                ops.append(op)
+                op_counts[op] = 0
+            op_counts[op] += e.get("count") or 0
+        if e.get("count") is not None:
+            b["sum"] = (b["sum"] or 0) + e["count"]
+    count: Optional[int] = None
+    for b in blocks.values():
+        val = b["total"] if b["total"] is not None else b["sum"]
+        if val is not None:
+            count = (count or 0) + val
+    return {"ops": ops, "count": count, "op_counts": op_counts,
+            "lines": sorted({e["line_no"] for e in entries})}
+
+
+def line_ranges(nums: Iterable[int]) -> str:
+    """`[7, 8, 9, 12]` -> `7-9, 12`."""
+    nums = sorted(set(nums))
+    parts: List[str] = []
+    start = prev = None
+    for x in nums:
+        if start is None:
+            start = prev = x
+        elif x == prev + 1:
+            prev = x
+        else:
+            parts.append(f"{start}-{prev}" if prev != start else str(start))
+            start = prev = x
+    if start is not None:
+        parts.append(f"{start}-{prev}" if prev != start else str(start))
+    return ", ".join(parts)

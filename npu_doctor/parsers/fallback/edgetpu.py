@@ -1,0 +1,75 @@
+"""Edge TPU compiler: the operation table and its CPU total."""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional
+
+from ...registry import parser
+from .common import Entry, _entry, log_lines, strip_prefix
+
+# -- Edge TPU compiler ---------------------------------------------------------------------
+_ETPU_HEADER_RE = re.compile(r"^\s*Operator\s+Count\s+Status\s*$")
+_ETPU_ROW_RE = re.compile(r"^\s*(?P<op>[A-Za-z][\w\-]*)\s+(?P<n>\d+)\s+(?P<status>[A-Za-z].*?)\s*$")
+_ETPU_CPU_TOTAL_RE = re.compile(r"Number of operations that will run on CPU:\s*(?P<n>\d+)")
+_ETPU_MAPPED = "mapped to edge tpu"
+
+
+@parser("fallback_edgetpu")
+def parse_edgetpu(text: str) -> List[Entry]:
+    """Edge TPU compiler summary and operator table.
+
+    Rows whose status is not "Mapped to Edge TPU" become "op" entries (count = the Count
+    column, status kept); `Number of operations that will run on CPU: N` (N > 0) becomes the
+    "total" of the table that follows it. A table with every row mapped yields nothing.
+    """
+    out: List[Entry] = []
+    if "will run on CPU" not in text and "Status" not in text:
+        return out
+    raw_lines = log_lines(text)
+    lines: List[str] = []
+    pending_total: Optional[Entry] = None
+    i, n = 0, len(raw_lines)
+
+    def at(k: int) -> str:
+        while len(lines) <= k:
+            lines.append(strip_prefix(raw_lines[len(lines)]))
+        return lines[k]
+
+    while i < n:
+        raw = raw_lines[i]
+        if "will run on CPU" not in raw and "Status" not in raw:
+            i += 1
+            continue
+        line = at(i)
+        m = _ETPU_CPU_TOTAL_RE.search(line)
+        if m:
+            cnt = int(m.group("n"))
+            pending_total = (_entry("edgetpu", "total", None, cnt, "CPU", i + 1, i + 1, line)
+                             if cnt > 0 else None)
+            if pending_total is not None:
+                out.append(pending_total)
+            i += 1
+            continue
+        if _ETPU_HEADER_RE.match(line):
+            group = pending_total["group"] if pending_total else i + 1
+            j = i + 1
+            while j < n and not at(j).strip():
+                j += 1
+            while j < n:
+                rm = _ETPU_ROW_RE.match(at(j))
+                if not rm:
+                    if at(j).strip():
+                        break
+                    j += 1
+                    continue
+                status = rm.group("status")
+                if not status.lower().startswith(_ETPU_MAPPED):
+                    out.append(_entry("edgetpu", "op", rm.group("op"), int(rm.group("n")), "CPU",
+                                      j + 1, group, at(j), status=status))
+                j += 1
+            pending_total = None
+            i = j
+            continue
+        i += 1
+    return out

@@ -1,0 +1,210 @@
+"""ONNX Runtime placement dumps (any EP), QNN, OpenVINO EP and Vitis AI EP statements."""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Tuple
+
+from ...registry import parser
+from .common import Entry, _entry, log_lines, strip_prefix
+
+# -- ONNX Runtime --------------------------------------------------------------------------
+_ORT_MARK = "VerifyEachNodeIsAssignedToAnEp]"
+_ORT_PLACED_RE = re.compile(
+    r"(?P<all>All nodes|Node\(s\)) placed on \[(?P<ep>[\w:.\-]+)\]\.?\s*Number of nodes:\s*(?P<n>\d+)")
+_ORT_ALL_OLD_RE = re.compile(r"All nodes have been placed on \[(?P<ep>[\w:.\-]+)\]")
+_ORT_PROVIDER_OLD_RE = re.compile(r"\bProvider: \[(?P<ep>[\w:.\-]+)\]: \[(?P<nodes>.*)\]\s*$")
+_ORT_NODE_OLD_RE = re.compile(r"\bNode \[(?P<op>[\w.:\-]+) \((?P<name>[^()]*)\)\] has been placed on "
+                              r"\[(?P<ep>[\w:.\-]+)\]")
+_ORT_NODE_RE = re.compile(r"^\s*(?P<op>[A-Za-z_][\w.:\-]*) \((?P<name>[^()]*)\)\s*$")
+_ORT_LIST_ITEM_RE = re.compile(r"(?P<op>[A-Za-z_][\w.:\-]*) \((?P<name>[^()]*)\)")
+_ORT_NOT_FOUND_RE = re.compile(
+    r"\b(?P<ep>\w+) kernel not found in registries for Op type: (?P<op>[\w.:\-]+)"
+    r"(?: node name: (?P<name>.*?))?\s*$")
+_ORT_HINT_RE = re.compile(r"Some nodes were not assigned to the preferred execution providers")
+_OTHER_EP_RE = re.compile(r"\b(?!CPU)[A-Z][A-Za-z0-9]*ExecutionProvider\b|\b(?:QNN|Vitis AI|OpenVINO|"
+                          r"TensorRT|CANN|MIGraphX|DML|CoreML|NNAPI) EP\b")
+_QNN_UNSUPPORTED_RE = re.compile(r"Unsupported nodes in QNN EP:\s*(?P<rest>.*)$")
+_QNN_ITEM_RE = re.compile(r"\{\s*name:\s*(?P<name>[^,}]*?)\s*,\s*type:\s*(?P<op>[\w.:\-]+)\s*\}")
+_QNN_NONQDQ_RE = re.compile(r"Non-QDQ (?P<op>[\w.:\-]+) operators are not supported on HTP or DSP "
+                            r"backends\. \S+ node `(?P<name>.*?) will not be assigned to QNN EP")
+_EP_SUMMARY_RE = re.compile(r"number of nodes in the graph:\s*(?P<total>\d+)[,\s]+number of nodes "
+                            r"supported by (?P<ep>[\w ]+?):\s*(?P<sup>\d+)")
+_OPENVINO_REJECT_RE = re.compile(r"\[OpenVINO-EP\] Rejecting as graph has unsupported operations")
+_VITIS_RE = re.compile(r"\[Vitis AI EP\]\s*No\. of Operators\s*:\s*(?P<rest>.*)$")
+_VITIS_PAIR_RE = re.compile(r"([A-Za-z_]+)\s+(\d+)(?:\s+[\d.]+%)?")
+
+CPU_EP = "CPUExecutionProvider"
+#: any line an ONNX Runtime parser acts on contains one of these (a cheap first test)
+_ORT_ANY_RE = re.compile(r"placed on \[|Provider: \[|kernel not found in registries|Unsupported nodes in "
+                         r"QNN|Non-QDQ |number of nodes in the graph|OpenVINO-EP\] Rejecting|Some nodes "
+                         r"were not assigned")
+
+
+def _ort_body(line: str) -> str:
+    i = line.find(_ORT_MARK)
+    return line[i + len(_ORT_MARK):] if i >= 0 else strip_prefix(line)
+
+
+@parser("fallback_onnxruntime")
+def parse_onnxruntime(text: str) -> List[Entry]:
+    """CPU placements an ONNX Runtime log states (see the module docstring for formats).
+
+    Placement dumps are authoritative: when a log has one, the per-EP "kernel not found" and
+    QNN "Unsupported nodes" lines of the same log are not counted again. "All nodes placed on
+    [CPUExecutionProvider]" is a fallback only when the log mentions another execution
+    provider (a plain CPU session places everything on the CPU by design). Identical
+    placement dumps (the same session created twice) count once.
+    """
+    if not _ORT_ANY_RE.search(text):
+        return []
+    lines = log_lines(text)
+    placements: List[Entry] = []
+    others: List[Entry] = []
+    other_ep = bool(_OTHER_EP_RE.search(text))
+    seen_blocks = set()
+    i = 0
+    n = len(lines)
+    while i < n:
+        raw = lines[i]
+        line_no = i + 1
+        if not _ORT_ANY_RE.search(raw):
+            i += 1
+            continue
+        m = _ORT_PLACED_RE.search(raw)
+        if m:
+            ep, count = m.group("ep"), int(m.group("n"))
+            nodes: List[Tuple[int, str, str, str]] = []
+            j = i + 1
+            if m.group("all") == "Node(s)":
+                while j < n:
+                    body = _ort_body(lines[j])
+                    if _ORT_PLACED_RE.search(lines[j]):
+                        break
+                    nm = _ORT_NODE_RE.match(body)
+                    if not nm:
+                        break
+                    nodes.append((j + 1, nm.group("op"), nm.group("name"), lines[j]))
+                    j += 1
+            if ep == CPU_EP and (m.group("all") == "Node(s)" or other_ep):
+                key = (ep, count, tuple((op, name) for _, op, name, _ in nodes))
+                if key not in seen_blocks:
+                    seen_blocks.add(key)
+                    placements.append(_entry("onnxruntime", "total", None, count, ep, line_no,
+                                             line_no, raw, all_nodes=m.group("all") == "All nodes"))
+                    for ln, op, name, text_line in nodes:
+                        placements.append(_entry("onnxruntime", "op", op, 1, ep, ln, line_no,
+                                                 text_line, node=name or None))
+            i = j
+            continue
+        m = _ORT_ALL_OLD_RE.search(raw)
+        if m:
+            if m.group("ep") == CPU_EP and other_ep:
+                placements.append(_entry("onnxruntime", "total", None, None, CPU_EP, line_no,
+                                         line_no, raw, all_nodes=True))
+            i += 1
+            continue
+        m = _ORT_PROVIDER_OLD_RE.search(raw)
+        if m:
+            if m.group("ep") == CPU_EP:
+                items = _ORT_LIST_ITEM_RE.findall(m.group("nodes"))
+                for op, name in items:
+                    placements.append(_entry("onnxruntime", "op", op, 1, CPU_EP, line_no, line_no,
+                                             raw, node=name or None))
+            i += 1
+            continue
+        m = _ORT_NODE_OLD_RE.search(raw)
+        if m:
+            if m.group("ep") == CPU_EP:
+                placements.append(_entry("onnxruntime", "op", m.group("op"), 1, CPU_EP, line_no,
+                                         -1, raw, node=m.group("name") or None))
+            i += 1
+            continue
+        m = _ORT_NOT_FOUND_RE.search(raw)
+        if m:
+            others.append(_entry("onnxruntime", "op", m.group("op"), 1, CPU_EP, line_no, -2, raw,
+                                 node=(m.group("name") or "").strip() or None,
+                                 ep=m.group("ep")))
+            i += 1
+            continue
+        m = _QNN_UNSUPPORTED_RE.search(raw)
+        if m:
+            for im in _QNN_ITEM_RE.finditer(m.group("rest")):
+                others.append(_entry("qnn", "op", im.group("op"), 1, CPU_EP, line_no, -3, raw,
+                                     node=im.group("name") or None))
+            i += 1
+            continue
+        m = _QNN_NONQDQ_RE.search(raw)
+        if m:
+            others.append(_entry("qnn", "op", m.group("op"), 1, CPU_EP, line_no, -3, raw,
+                                 node=m.group("name") or None))
+            i += 1
+            continue
+        m = _EP_SUMMARY_RE.search(raw)
+        if m:
+            total, sup = int(m.group("total")), int(m.group("sup"))
+            if total > sup:
+                rt = "qnn" if m.group("ep").strip() == "QNN" else "onnxruntime"
+                others.append(_entry(rt, "summary", None, total - sup, CPU_EP, line_no, line_no,
+                                     raw, graph_nodes=total, supported_nodes=sup,
+                                     ep=m.group("ep").strip()))
+            i += 1
+            continue
+        if _OPENVINO_REJECT_RE.search(raw):
+            others.append(_entry("onnxruntime", "reject", None, None, CPU_EP, line_no, line_no, raw,
+                                 all_nodes=True, ep="OpenVINO"))
+            i += 1
+            continue
+        if _ORT_HINT_RE.search(raw):
+            others.append(_entry("onnxruntime", "hint", None, None, CPU_EP, line_no, line_no, raw))
+        i += 1
+    if placements:
+        return placements + [e for e in others if e["kind"] == "hint"]
+    # No placement dump: per-node statements, deduplicated by node (a session retried).
+    out: List[Entry] = []
+    seen_nodes = set()
+    listed = [e for e in others if e["kind"] == "op"]
+    for e in listed:
+        key = (e["runtime"], e["op"], e.get("node") or e["line_no"])
+        if key in seen_nodes:
+            continue
+        seen_nodes.add(key)
+        out.append(e)
+    if not listed:
+        # QNN summary counts only when no node is named (its "supported" figure is the
+        # partition count in some ORT releases, so a named list is better evidence).
+        summaries = [e for e in others if e["kind"] == "summary"]
+        rejects = [e for e in others if e["kind"] == "reject"]
+        if summaries:
+            e = dict(summaries[-1])
+            e["kind"] = "total"
+            out.append(e)
+        elif rejects:
+            e = dict(rejects[0])
+            e["kind"] = "total"
+            out.append(e)
+    out.extend(e for e in others if e["kind"] == "hint")
+    return out
+
+
+@parser("fallback_vitisai")
+def parse_vitisai(text: str) -> List[Entry]:
+    """Vitis AI EP operator counts: one "total" entry per `No. of Operators` line with a CPU
+    column (count = CPU; the other columns, e.g. NPU, IPU, VITIS_EP_CPU, kept in `columns`)."""
+    out: List[Entry] = []
+    if "Vitis AI EP" not in text:
+        return out
+    for i, raw in enumerate(log_lines(text)):
+        if "No. of Operators" not in raw:
+            continue
+        m = _VITIS_RE.search(raw)
+        if not m:
+            continue
+        cols: Dict[str, int] = {}
+        for name, num in _VITIS_PAIR_RE.findall(m.group("rest")):
+            cols.setdefault(name, int(num))
+        cpu = cols.get("CPU")
+        if cpu:
+            out.append(_entry("vitisai", "total", None, cpu, "CPU", i + 1, i + 1, raw,
+                              columns=cols))
+    return out

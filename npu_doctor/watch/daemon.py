@@ -1,0 +1,188 @@
+"""Watcher: the `npu-doctor watch` loop (sampling, full checks, systemd notify, signals)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from typing import Callable, IO, List, Optional, Sequence
+
+from ..check import Config, run_check
+from ..errors import ConfigError
+from ..host import Host
+from ..probe_runner import run_probes
+from ..probes import ProbeSpec
+from ..sdnotify import Notifier
+
+from .events import DEFAULT_FAST_AREAS, Event, Tracker
+
+
+class Watcher:
+    """The daemon loop. `out` receives one line per event."""
+
+    def __init__(self, host: Host, config: Config, interval: float, check_interval: float,
+                 log_format: str = "journal", out: IO[str] = sys.stdout,
+                 textfile_dir: Optional[str] = None,
+                 reload_config: Optional[Callable[[], Config]] = None,
+                 notifier: Optional[Notifier] = None, use_udev: bool = True) -> None:
+        self.host = host
+        self.config = config
+        self.interval = interval
+        self.check_interval = check_interval
+        self.log_format = log_format
+        self.out = out
+        self.textfile_dir = textfile_dir
+        self.reload_config = reload_config
+        self.notifier = notifier or Notifier()
+        self.tracker = Tracker()
+        self.stop = threading.Event()
+        self.reload = threading.Event()
+        self.fast_specs = self._fast(config.specs)
+        self._busy = False
+        self._first = True
+        self._prune = True
+        self._last_ping = 0.0
+        self._last_check = -1e18
+        self._monitor = self._udev_monitor() if use_udev and host.source == "live" else None
+
+    @staticmethod
+    def _fast(specs: Sequence[ProbeSpec]) -> List[ProbeSpec]:
+        flagged = [s for s in specs if s.fast]
+        return flagged or [s for s in specs if s.area in DEFAULT_FAST_AREAS]
+
+    def _udev_monitor(self):
+        try:
+            import pyudev
+
+            ctx = pyudev.Context()
+            mon = pyudev.Monitor.from_netlink(ctx)
+            for sub in ("accel", "drm", "pci", "misc", "platform", "apex", "hailo_chardev"):
+                mon.filter_by(sub)
+            mon.start()
+            return mon
+        except Exception:  # no libudev, no netlink permission: presence still comes from sampling
+            return None
+
+    def emit(self, ev: Event) -> None:
+        line = ev.json_line() if self.log_format == "json" else ev.journal_line()
+        try:
+            self.out.write(line + "\n")
+            self.out.flush()
+        except (OSError, ValueError):
+            pass
+
+    # -- signals --------------------------------------------------------------------------
+    def install_signals(self) -> None:
+        def on_term(signum, frame):
+            self.stop.set()
+            if self._busy:
+                raise _Stop()
+
+        def on_hup(signum, frame):
+            self.reload.set()
+
+        signal.signal(signal.SIGTERM, on_term)
+        signal.signal(signal.SIGINT, on_term)
+        signal.signal(signal.SIGHUP, on_hup)
+
+    # -- loop -----------------------------------------------------------------------------
+    def run_once(self) -> None:
+        now = time.time()
+        self._busy = True
+        try:
+            facts, results = run_probes(self.host, self.fast_specs, max_workers=0,
+                                        options={"sample_s": 0, "signatures": self.config.signatures,
+                                                 "catalogs": self.config.catalogs})
+            events = self.tracker.sample(facts, results, now)
+            if self._prune:
+                # a probe with nothing to read on this host is left alone from now on
+                empty = {r.id for r in results if r.status == "no_data"}
+                self.fast_specs = [s for s in self.fast_specs if s.id not in empty]
+                self._prune = False
+            if time.monotonic() - self._last_check >= self.check_interval:
+                self._last_check = time.monotonic()
+                try:
+                    result = run_check(self.host, self.config)
+                    events += self.tracker.check(result.findings)
+                except Exception as e:  # a bug in a rule or deriver must not stop the daemon
+                    events.append(Event("probe-failed", "check", "error",
+                                        f"the full check failed: {type(e).__name__}: {e}"))
+        finally:
+            self._busy = False
+        for ev in events:
+            self.emit(ev)
+        if self.textfile_dir:
+            from .metrics import write_textfile
+
+            try:
+                write_textfile(self.textfile_dir, self.tracker)
+            except OSError as e:
+                self.emit(Event("probe-failed", "textfile", "warning", f"cannot write metrics: {e}"))
+        if self._first:
+            self.notifier.send(READY="1", STATUS=self.tracker.status_line())
+            self._first = False
+            self._ping(force=True)
+        else:
+            self._ping()
+            self.notifier.send(STATUS=self.tracker.status_line())
+
+    def _ping(self, force: bool = False) -> None:
+        """WATCHDOG=1 after a completed sample; the loop samples at least every half
+        WATCHDOG_USEC, so a loop that keeps completing samples keeps systemd content."""
+        if self.notifier.watchdog_interval_s is None:
+            return
+        self.notifier.send(WATCHDOG="1")
+        self._last_ping = time.monotonic()
+
+    def _do_reload(self) -> None:
+        self.reload.clear()
+        if self.reload_config is None:
+            return
+        try:
+            new = self.reload_config()
+        except ConfigError as e:
+            self.emit(Event("config-rejected", "config", "error", f"{e}; keeping the previous configuration"))
+            return
+        self.config = new
+        self.fast_specs = self._fast(new.specs)
+        self._prune = True
+        self._last_check = -1e18
+        self.emit(Event("config-reloaded", "config", "info",
+                        f"{len(new.specs)} probes, {len(new.rules.rules)} rules"))
+
+    def _wait(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self.stop.is_set() and not self.reload.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            if self._monitor is not None:
+                try:
+                    dev = self._monitor.poll(timeout=min(left, 0.5))
+                except Exception:
+                    dev = None
+                if dev is not None:
+                    return  # a hot-plug event: sample now
+            else:
+                self.stop.wait(min(left, 0.5))
+
+    def run(self) -> int:
+        period = self.interval
+        if self.notifier.watchdog_interval_s is not None:
+            period = min(period, self.notifier.watchdog_interval_s)
+        try:
+            while not self.stop.is_set():
+                if self.reload.is_set():
+                    self._do_reload()
+                started = time.monotonic()
+                self.run_once()
+                self._wait(max(0.0, period - (time.monotonic() - started)))
+        except _Stop:
+            pass
+        self.notifier.send(STOPPING="1", STATUS="stopping")
+        return 0
+
+
+class _Stop(BaseException):
+    """Raised from the SIGTERM handler to leave a sample that is still running."""
