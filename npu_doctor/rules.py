@@ -226,6 +226,24 @@ def _scopes(root: Dict[str, Any], for_each: Optional[str]):
     if not for_each:
         yield _Scope(root)
         return
+    if "*" in for_each.split("."):
+        # `deep.*.*`: every value of a tree of tables, one `*` per level (runtime -> device)
+        parts = for_each.split(".")
+        n = parts.index("*")
+        nodes = [(lookup(root, ".".join(parts[:n])), ".".join(parts[:n]))]
+        for part in parts[n:]:
+            nxt = []
+            for val, p in nodes:
+                if part != "*":
+                    nxt.append((lookup(val, part), f"{p}.{part}"))
+                elif isinstance(val, dict):
+                    nxt += [(v, f"{p}.{k}") for k, v in val.items()]
+                elif isinstance(val, list):
+                    nxt += [(v, f"{p}[{i}]") for i, v in enumerate(val)]
+            nodes = nxt
+        for val, p in nodes:
+            yield _Scope(root, val, p)
+        return
     items = lookup(root, for_each)
     if isinstance(items, dict):
         for k, v in items.items():
