@@ -38,109 +38,18 @@ Nothing is evaluated as code. A bad file raises ConfigError naming file, rule an
 
 from __future__ import annotations
 
-import re
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional
 
-from . import versions
 from .facts import Facts, lookup, split_path
+from .rule_compile import CompiledFix, CompiledMatch, abs_path, compiled
 from .rule_loader import load_rule_file, load_rules  # noqa: F401  (the public API)
 from .rule_model import (FIX_KINDS, OPERATORS, SEVERITIES, SEVERITY_RANK, Finding, Fix, Match,  # noqa: F401
                          Rule, RuleSet, _TEMPLATE_RE)
 
 
 # -- evaluation --------------------------------------------------------------------------
-class _Scope:
-    def __init__(self, root: Dict[str, Any], it: Any = None, it_path: str = "") -> None:
-        self.root, self.it, self.it_path = root, it, it_path
-
-    def resolve(self, path: str) -> Tuple[Any, str]:
-        """(value, absolute fact path) for `it.x` or an absolute path."""
-        if path == "it":
-            return self.it, self.it_path
-        if path.startswith("it."):
-            rel = path[3:]
-            return lookup(self.it, rel), f"{self.it_path}.{rel}"
-        return lookup(self.root, path), path
-
-
-def _num(v: Any) -> Optional[float]:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, (int, float)):
-        return float(v)
-    return None
-
-
-def _compare(op: str, got: Any, want: Any) -> bool:
-    if got is None or want is None:
-        return False
-    if op.startswith("version_"):
-        if op == "version_prefix":
-            return versions.prefix_match(str(got), str(want))
-        c = versions.compare(str(got), str(want))
-        if c is None:
-            return False
-        return {"version_lt": c < 0, "version_le": c <= 0, "version_gt": c > 0,
-                "version_ge": c >= 0, "version_eq": c == 0, "version_ne": c != 0}[op]
-    if op in ("eq", "ne"):
-        ng, nw = _num(got), _num(want)
-        same = (ng == nw) if (ng is not None and nw is not None) else (got == want or str(got) == str(want))
-        return same if op == "eq" else not same
-    if op in ("lt", "le", "gt", "ge"):
-        ng, nw = _num(got), _num(want)
-        if ng is None or nw is None:
-            return False
-        return {"lt": ng < nw, "le": ng <= nw, "gt": ng > nw, "ge": ng >= nw}[op]
-    if op == "in":
-        return got in want or str(got) in [str(w) for w in want]
-    if op == "not_in":
-        return not (got in want or str(got) in [str(w) for w in want])
-    if op == "contains":
-        if isinstance(got, (list, str)):
-            return want in got
-        return False
-    if op == "matches":
-        return re.search(str(want), str(got)) is not None
-    raise ValueError(op)
-
-
-def _holds(cond: Dict[str, Any], scope: _Scope) -> bool:
-    if "any" in cond:
-        return any(_holds(c, scope) for c in cond["any"])
-    if "all" in cond:
-        return all(_holds(c, scope) for c in cond["all"])
-    if "not" in cond:
-        return not _holds(cond["not"], scope)
-    got, _ = scope.resolve(cond["fact"])
-    op = next(k for k in cond if k != "fact")
-    if op == "exists":
-        return (got is not None) == bool(cond[op])
-    want = cond[op]
-    if op.endswith("_fact"):
-        want, _ = scope.resolve(want)
-        op = op[: -len("_fact")]
-    return _compare(op, got, want)
-
-
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "?"
-    if isinstance(v, float):
-        return f"{v:.2f}".rstrip("0").rstrip(".")
-    if isinstance(v, list):
-        return ", ".join(_fmt(x) for x in v)
-    return str(v)
-
-
-def render(template: str, scope: _Scope) -> str:
-    """Fill `{path}` placeholders with fact values (`?` when unknown). No code runs."""
-    return _TEMPLATE_RE.sub(lambda m: _fmt(scope.resolve(m.group(1))[0]), template)
-
-
-def _all_known(template: str, scope: _Scope) -> bool:
-    return all(scope.resolve(m.group(1))[0] is not None for m in _TEMPLATE_RE.finditer(template))
-
-
+# Matches are compiled once into closures (npu_doctor.rule_compile); this loop only walks
+# the elements a match can apply to and builds strings for the elements that match.
 def evaluate(ruleset: RuleSet, facts: Facts, probes: List[Dict[str, Any]]) -> List[Finding]:
     """Findings for every rule match, in rule order, one per (id, subject, message)."""
     root = dict(facts.data)
@@ -148,54 +57,82 @@ def evaluate(ruleset: RuleSet, facts: Facts, probes: List[Dict[str, Any]]) -> Li
     findings: List[Finding] = []
     from_catalog: set = set()
     seen = set()
+    by_vendor: Optional[Dict[str, List[int]]] = None
     for rule in ruleset.rules:
         for match in rule.matches:
-            for scope in _scopes(root, match.for_each):
-                if not all(_holds(c, scope) for c in match.when):
+            cm = compiled(match)
+            if not all(c(root, None) for c in cm.once):
+                continue
+            if cm.vendors is not None:
+                if by_vendor is None:
+                    by_vendor = _vendor_index(root)
+                elements = _accelerators_of(root, by_vendor, cm.vendors)
+            else:
+                elements = _elements(root, cm.for_each)
+            each = cm.each
+            for it, it_path in elements:
+                if each and not all(c(root, it) for c in each):
                     continue
-                subject = render(match.subject, scope) if match.subject else ""
-                message = render(match.message, scope)
-                key = (rule.id, subject, message)
-                if key in seen:
+                finding = _finding(rule, cm, root, it, it_path(), facts, seen)
+                if finding is None:
                     continue
-                seen.add(key)
-                evidence = []
-                for ev in match.evidence:
-                    val, abs_path = scope.resolve(ev)
-                    if val is None:
-                        continue
-                    item: Dict[str, Any] = {"fact": abs_path, "value": val}
-                    src = facts.source_of(abs_path)
-                    if src:
-                        item["source"] = src
-                    evidence.append(item)
-                fixes = []
-                for fx in match.fixes + rule.fixes:
-                    if fx.when and not all(_holds(c, scope) for c in fx.when):
-                        continue
-                    # a fix that would print "?" (e.g. {it.sysfs} of a GPU seen only through
-                    # nvidia-smi) is no fix for this finding
-                    parts = [fx.text] + (list(map(str, fx.sysfs_write.values())) if fx.sysfs_write else [])
-                    if not all(_all_known(t, scope) for t in parts):
-                        continue
-                    d: Dict[str, Any] = {"kind": fx.kind, "text": render(fx.text, scope)}
-                    if fx.sysfs_write:
-                        d["sysfs_write"] = {"path": render(fx.sysfs_write["path"], scope),
-                                            "value": render(str(fx.sysfs_write["value"]), scope)}
-                    fixes.append(d)
-                for url in rule.docs:
-                    if not any(f["text"] == url for f in fixes):
-                        fixes.append({"kind": "doc", "text": url})
-                severity = match.severity or rule.severity
-                if "{" in severity:
-                    severity = render(severity, scope)
-                    if severity not in SEVERITIES:
-                        severity = rule.severity
-                findings.append(Finding(rule.id, severity, rule.title,
-                                        message, subject, evidence, fixes, area=rule.area))
+                findings.append(finding)
                 if match.file == "catalogs":
-                    from_catalog.add(id(findings[-1]))
+                    from_catalog.add(id(finding))
     return _vendor_match_wins(findings, from_catalog)
+
+
+def _finding(rule: Rule, cm: CompiledMatch, root: Dict[str, Any], it: Any, it_path: str,
+             facts: Facts, seen: set) -> Optional[Finding]:
+    subject = cm.subject.render(root, it) if cm.subject else ""
+    message = cm.message.render(root, it)
+    key = (rule.id, subject, message)
+    if key in seen:
+        return None
+    seen.add(key)
+    evidence = []
+    for path, get in cm.evidence:
+        val = get(root, it)
+        if val is None:
+            continue
+        ap = abs_path(path, it_path)
+        item: Dict[str, Any] = {"fact": ap, "value": val}
+        src = facts.source_of(ap)
+        if src:
+            item["source"] = src
+        evidence.append(item)
+    fixes = []
+    for fx in cm.fixes + compiled_rule_fixes(rule):
+        if fx.when and not all(c(root, it) for c in fx.when):
+            continue
+        # a fix that would print "?" (e.g. {it.sysfs} of a GPU seen only through
+        # nvidia-smi) is no fix for this finding
+        if not fx.text.all_known(root, it) or (fx.sw_path is not None and not (
+                fx.sw_path.all_known(root, it) and fx.sw_value.all_known(root, it))):
+            continue
+        d: Dict[str, Any] = {"kind": fx.kind, "text": fx.text.render(root, it)}
+        if fx.sw_path is not None:
+            d["sysfs_write"] = {"path": fx.sw_path.render(root, it),
+                                "value": fx.sw_value.render(root, it)}
+        fixes.append(d)
+    for url in rule.docs:
+        if not any(f["text"] == url for f in fixes):
+            fixes.append({"kind": "doc", "text": url})
+    severity = cm.severity or rule.severity
+    if not isinstance(severity, str):
+        severity = severity.render(root, it)
+        if severity not in SEVERITIES:
+            severity = rule.severity
+    return Finding(rule.id, severity, rule.title, message, subject, evidence, fixes, area=rule.area)
+
+
+def compiled_rule_fixes(rule: Rule) -> List[CompiledFix]:
+    """The rule-level fixes, compiled once and kept on the rule."""
+    got = rule.__dict__.get("_compiled_fixes")
+    if got is None or got[0] is not rule.fixes:
+        got = (rule.fixes, [CompiledFix(f) for f in rule.fixes])
+        rule.__dict__["_compiled_fixes"] = got
+    return got[1]
 
 
 def _vendor_match_wins(findings: List[Finding], from_catalog: set) -> List[Finding]:
@@ -222,9 +159,11 @@ def _line_reported(line: str, values: Iterable[str]) -> bool:
     return any(v and (v in line or line in v) and len(v) > 20 for v in values)
 
 
-def _scopes(root: Dict[str, Any], for_each: Optional[str]):
+def _elements(root: Dict[str, Any], for_each: Optional[str]):
+    """(element, its absolute path as a thunk) for each element a match walks; the path
+    string is built only for an element that matches."""
     if not for_each:
-        yield _Scope(root)
+        yield None, lambda: ""
         return
     if "*" in for_each.split("."):
         # `deep.*.*`: every value of a tree of tables, one `*` per level (runtime -> device)
@@ -242,16 +181,36 @@ def _scopes(root: Dict[str, Any], for_each: Optional[str]):
                     nxt += [(v, f"{p}[{i}]") for i, v in enumerate(val)]
             nodes = nxt
         for val, p in nodes:
-            yield _Scope(root, val, p)
+            yield val, (lambda p=p: p)
         return
     items = lookup(root, for_each)
     if isinstance(items, dict):
         for k, v in items.items():
-            yield _Scope(root, v, f"{for_each}.{k}")
+            yield v, (lambda k=k: f"{for_each}.{k}")
     elif isinstance(items, list):
-        base = for_each
         for i, v in enumerate(items):
-            yield _Scope(root, v, f"{base}[{i}]")
+            yield v, (lambda i=i: f"{for_each}[{i}]")
+
+
+def _vendor_index(root: Dict[str, Any]) -> Dict[str, List[int]]:
+    """accelerators[] indices by vendor string, in list order."""
+    out: Dict[str, List[int]] = {}
+    accels = root.get("accelerators")
+    if isinstance(accels, list):
+        for i, a in enumerate(accels):
+            v = a.get("vendor") if isinstance(a, dict) else None
+            if v is not None:
+                out.setdefault(str(v), []).append(i)
+    return out
+
+
+def _accelerators_of(root: Dict[str, Any], by_vendor: Dict[str, List[int]], vendors):
+    accels = root.get("accelerators")
+    idx = [i for v in vendors for i in by_vendor.get(v, ())]
+    if len(vendors) > 1:
+        idx.sort()
+    for i in idx:
+        yield accels[i], (lambda i=i: f"accelerators[{i}]")
 
 
 def filter_findings(findings: List[Finding], select: Iterable[str] = (),
