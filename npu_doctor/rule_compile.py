@@ -49,6 +49,7 @@ def _walker(parts: List[Any]) -> Callable[[Any], Any]:
     return walk
 
 
+@lru_cache(maxsize=None)
 def compile_path(path: str) -> Tuple[Getter, bool]:
     """(getter, reads `it`) for `it`, `it.x.y` or an absolute fact path."""
     if path == "it":
@@ -143,7 +144,19 @@ def _specialise(op: str, want: Any) -> Callable[[Any], bool]:
 
 
 def compile_condition(cond: Dict[str, Any]) -> Tuple[Cond, bool]:
-    """(test(root, it) -> bool, reads `it`) for one validated condition table."""
+    """(test(root, it) -> bool, reads `it`) for one validated condition table. Equal tables
+    (the same condition in many rules) share one closure."""
+    key = repr(cond)
+    got = _COND_CACHE.get(key)
+    if got is None:
+        got = _COND_CACHE[key] = _compile_condition(cond)
+    return got
+
+
+_COND_CACHE: Dict[str, Tuple[Cond, bool]] = {}
+
+
+def _compile_condition(cond: Dict[str, Any]) -> Tuple[Cond, bool]:
     for key in ("any", "all"):
         if key in cond:
             subs = [compile_condition(c) for c in cond[key]]
@@ -189,6 +202,14 @@ def fmt(v: Any) -> str:
     return str(v)
 
 
+def template(text: str) -> "Template":
+    """The compiled template for a text (shared by every match that uses the same text)."""
+    t = _TEMPLATES.get(text)
+    if t is None:
+        t = _TEMPLATES[text] = Template(text)
+    return t
+
+
 class Template:
     """A `{path}` template split once into literal text and fact getters."""
 
@@ -217,16 +238,19 @@ class Template:
         return all(g(root, it) is not None for g in self.getters)
 
 
+_TEMPLATES: Dict[str, Template] = {}
+
+
 # -- matches -----------------------------------------------------------------------------
 class CompiledFix:
     __slots__ = ("kind", "text", "sw_path", "sw_value", "when")
 
     def __init__(self, fx: Fix) -> None:
         self.kind = fx.kind
-        self.text = Template(fx.text)
+        self.text = template(fx.text)
         sw = fx.sysfs_write
-        self.sw_path = Template(str(sw["path"])) if sw else None
-        self.sw_value = Template(str(sw["value"])) if sw else None
+        self.sw_path = template(str(sw["path"])) if sw else None
+        self.sw_value = template(str(sw["value"])) if sw else None
         self.when = [compile_condition(c)[0] for c in fx.when]
 
 
@@ -248,12 +272,12 @@ class CompiledMatch:
                 v = _vendor_values(c)
                 if v is not None:
                     self.vendors = v if self.vendors is None else self.vendors & v
-        self.subject = Template(match.subject) if match.subject else None
-        self.message = Template(match.message)
+        self.subject = template(match.subject) if match.subject else None
+        self.message = template(match.message)
         self.evidence = [(e, compile_path(e)[0]) for e in match.evidence]
         self.fixes = [CompiledFix(f) for f in match.fixes]
         sev = match.severity
-        self.severity = Template(sev) if sev and "{" in sev else sev
+        self.severity = template(sev) if sev and "{" in sev else sev
 
 
 def _vendor_values(cond: Dict[str, Any]) -> Optional[FrozenSet[str]]:
