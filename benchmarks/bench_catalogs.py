@@ -60,7 +60,7 @@ def build_log(path: Path, mb: int, examples) -> int:
 OURS = r"""
 import resource, sys, time
 sys.path.insert(0, sys.argv[2])
-from npu_doctor.catalogs import load_catalogs
+from npu_doctor.catalog import load_catalogs
 cs = load_catalogs()
 t0 = time.perf_counter()
 with open(sys.argv[1], encoding="utf-8", errors="replace") as f:
@@ -81,7 +81,7 @@ def main() -> int:
     ap.add_argument("--mb", type=int, default=100)
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
-    from npu_doctor.catalogs import load_catalogs
+    from npu_doctor.catalog import load_catalogs
 
     cs = load_catalogs()
     examples = [x for e in cs.entries() for x in e.examples]

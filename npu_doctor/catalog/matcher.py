@@ -14,7 +14,8 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ..errors import ConfigError
 from ..resources import data_files
-from .logtext import BLOCK_LINES, block_hits, iter_lines, literal_needles, strip_prefix
+from .logtext import BLOCK_LINES, iter_lines, literal_needles, strip_prefix
+from .needles import LineFilter, NeedleSet
 from .schema import (FIX_KINDS, MAX_EVENTS_PER_ENTRY, MAX_LINE, MAX_SCAN_LINE, RESERVED, SCOPES,
                      Catalog, Entry, _TEMPLATE_RE, load_catalog_file)
 
@@ -77,6 +78,8 @@ class CatalogSet:
         self._order = {id(m): i for i, m in enumerate(self.matchers)}
         self._always = [m for m in self.matchers if not m.needles]
         self._by_needle: Dict[str, List[_Matcher]] = {}
+        self._filter: Optional[LineFilter] = None
+        self._needle_set: Optional[NeedleSet] = None
         for m in self.matchers:
             for n in m.needles or ():
                 self._by_needle.setdefault(n, []).append(m)
@@ -91,10 +94,11 @@ class CatalogSet:
         """Matchers whose needle is in the line, in catalog and entry order."""
         low = line.lower()
         out = {id(m): m for m in self._always}
-        for needle, ms in self._by_needle.items():
-            if needle in low:
-                for m in ms:
-                    out[id(m)] = m
+        if self._needle_set is None:
+            self._needle_set = NeedleSet(self._by_needle)
+        for needle in self._needle_set.present(low):
+            for m in self._by_needle[needle]:
+                out[id(m)] = m
         return sorted(out.values(), key=lambda m: self._order[id(m)])
 
     def match_line(self, line: str, scopes: Iterable[str]) -> List[Tuple[Entry, Dict[str, str]]]:
@@ -160,17 +164,21 @@ class CatalogSet:
         if self._always or not self._by_needle:
             yield from ((n, line) for n, line in enumerate(lines, 1) if self._always)
             return
-        needles = list(self._by_needle)
+        if self._filter is None:
+            self._filter = LineFilter(self._by_needle)  # one automaton for every needle
+        hits = self._filter.hits
         block: List[str] = []
         start = 1
         for line in lines:
             block.append(line)
             if len(block) >= BLOCK_LINES:
-                yield from block_hits(block, start, needles)
+                for i in hits(block):
+                    yield start + i, block[i]
                 start += len(block)
                 block = []
         if block:
-            yield from block_hits(block, start, needles)
+            for i in hits(block):
+                yield start + i, block[i]
 
     def match_text(self, text: str, source: str, scopes: Iterable[str],
                    log_scope: str) -> List[Dict[str, Any]]:

@@ -1,0 +1,97 @@
+"""Log files streamed: any size, compressed or not, UTF-8 or UTF-16, in bounded memory.
+
+`iter_log_lines(path)` yields the lines of a log exactly as `decode_log(data).splitlines()`
+would for the whole file (same decoding, same line breaks), but reads it in chunks of
+CHUNK_BYTES, so a 100 MB log costs a few MB of memory and nothing is cut. gzip, bzip2 and xz
+(rotated logs) are decompressed as they are read; a damaged archive yields what could be
+read before the damage (as host.logfile does).
+"""
+
+from __future__ import annotations
+
+import bz2
+import codecs
+import gzip
+import lzma
+import zlib
+from typing import BinaryIO, Iterator
+
+from ..errors import HostError
+
+#: What str.splitlines() breaks lines at.
+_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+#: Bytes read (and decompressed) at a time.
+CHUNK_BYTES = 1 << 20
+
+
+def open_log(path: str) -> BinaryIO:
+    """The log's decompressed bytes as a stream. Raises HostError when it cannot be opened."""
+    try:
+        raw = open(path, "rb")
+    except OSError as e:
+        raise HostError(path, e.strerror or str(e)) from None
+    head = raw.read(6)
+    raw.seek(0)
+    if head[:2] == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
+    if head[:3] == b"BZh":
+        return bz2.BZ2File(raw)  # type: ignore[return-value]
+    if head[:6] == b"\xfd7zXZ\x00":
+        return lzma.LZMAFile(raw)  # type: ignore[return-value]
+    return raw
+
+
+def _encoding(head: bytes) -> str:
+    """The codec decode_log would pick for a file starting with `head` (first 4 KB)."""
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return "utf-16"
+    if len(head) >= 8 and head[1::2].count(0) > len(head) // 4 and head[0::2].count(0) < len(head) // 16:
+        return "utf-16-le"
+    return "utf-8-sig"
+
+
+def _chunks(stream: BinaryIO) -> Iterator[bytes]:
+    try:
+        while True:
+            chunk = stream.read(CHUNK_BYTES)
+            if not chunk:
+                return
+            yield chunk
+    except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError):
+        return  # a truncated or damaged archive: what was read before the damage
+
+
+def iter_log_lines(path: str) -> Iterator[str]:
+    """Every line of the log at `path` (a local file), as str.splitlines() of its whole
+    decoded text would give them. Raises HostError when it cannot be opened."""
+    stream = open_log(path)
+    try:
+        chunks = _chunks(stream)
+        first = b""
+        for chunk in chunks:  # the encoding is judged on the first 4 KB, as decode_log does
+            first += chunk
+            if len(first) >= 4096:
+                break
+        dec = codecs.getincrementaldecoder(_encoding(first[:4096]))("replace")
+        carry = ""
+        for chunk in _chain([first], chunks):
+            text = carry + dec.decode(chunk)
+            # a "\r" at the very end may be the first half of "\r\n": keep it for later
+            hold = "\r" if text.endswith("\r") else ""
+            if hold:
+                text = text[:-1]
+            lines = text.splitlines()
+            # the last piece continues in the next chunk unless a line break ends the text
+            carry = lines.pop() if lines and text[-1] not in _BREAKS else ""
+            carry += hold
+            yield from lines
+        tail = carry + dec.decode(b"", final=True)
+        if tail:
+            yield from tail.splitlines()
+    finally:
+        stream.close()
+
+
+def _chain(first, rest):
+    yield from first
+    yield from rest
