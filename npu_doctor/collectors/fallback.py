@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from ..parsers.fallback import (RUNTIME_NAMES, aggregate, line_ranges,
-                                     parse_fallback_logs)
+from ..parsers.fallback import RUNTIME_NAMES, aggregate, line_ranges, parse_fallback_logs  # noqa: F401
 from ..probes import NoData, ProbeContext
 from ..registry import collector
+from .logscan import scan_logs
 
 MAX_SOURCES = 200
 MAX_OPS_IN_SUMMARY = 12
@@ -128,7 +128,7 @@ def build_records(name: str, entries: List[Dict[str, Any]]) -> List[Dict[str, An
 
 @collector("fallback_logs")
 def collect_fallback(ctx: ProbeContext) -> None:
-    logs = ctx.host.logs()
+    logs = scan_logs(ctx.host, ctx.options.get("signatures", []), ctx.options.get("catalogs"))
     if not logs:
         raise NoData("no runtime logs given (--log FILE)")
     records: List[Dict[str, Any]] = []
@@ -138,8 +138,8 @@ def collect_fallback(ctx: ProbeContext) -> None:
     total = None
     total_src: List[str] = []
     by_runtime: Dict[str, Dict[str, Any]] = {}
-    for name, text in logs:
-        entries = parse_fallback_logs(text)
+    for scan in logs:
+        name, entries = scan.name, scan.fallback_entries
         recs = build_records(name, entries)
         if not recs:
             continue

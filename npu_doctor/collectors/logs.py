@@ -16,10 +16,7 @@ from ..registry import collector
 
 DMESG = ["dmesg"]
 JOURNAL_K = ["journalctl", "-k", "-b", "--no-pager", "-o", "short-monotonic"]
-MAX_LINE = 400
-#: Characters of one log line that signatures look at.
-MAX_SCAN_LINE = 4096
-MAX_EVENTS_PER_SIGNATURE = 50
+from .logscan import MAX_EVENTS_PER_SIGNATURE, MAX_LINE, MAX_SCAN_LINE, SignatureMatcher, _blocks, scan_logs  # noqa: F401,E501
 
 
 def kernel_log(ctx: ProbeContext) -> Optional[Tuple[str, str]]:
@@ -44,30 +41,12 @@ def kernel_log(ctx: ProbeContext) -> Optional[Tuple[str, str]]:
 
 def match_signatures(text: str, source: str, signatures: List[Signature],
                      scope: str) -> List[Dict[str, Any]]:
-    """log_events for every line of text that a signature of this scope matches."""
-    sigs = [s for s in signatures if s.scope in (scope, "any")]
-    events: List[Dict[str, Any]] = []
-    counts: Dict[str, int] = {}
-    if not sigs:
-        return events
-    for n, line in enumerate(text.splitlines(), 1):
-        if len(line) > MAX_SCAN_LINE:
-            # a minified-JSON or base64 line: what a signature matches sits near the start,
-            # and a regex over 100 kB of one line holds the GIL for seconds
-            line = line[:MAX_SCAN_LINE]
-        for sig in sigs:
-            m = sig.regex.search(line)
-            if not m:
-                continue
-            if counts.get(sig.id, 0) >= MAX_EVENTS_PER_SIGNATURE:
-                continue
-            counts[sig.id] = counts.get(sig.id, 0) + 1
-            ev: Dict[str, Any] = {"signature": sig.id, "scope": scope, "source": source,
-                                  "line_no": n, "line": line.strip()[:MAX_LINE]}
-            ev.update(sig.fields)
-            ev.update({k: v for k, v in m.groupdict().items() if v is not None})
-            events.append(ev)
-    return events
+    """log_events for every line of text that a signature of this scope matches (a literal
+    prefilter first: collectors.logscan.SignatureMatcher)."""
+    m = SignatureMatcher(signatures, scope, source)
+    for start, block in _blocks(text.splitlines()):
+        m.feed(block, start)
+    return m.events
 
 
 def _add_events(ctx: ProbeContext, events: List[Dict[str, Any]]) -> None:
@@ -103,11 +82,11 @@ def collect_kernel_log(ctx: ProbeContext) -> None:
 
 @collector("runtime_logs")
 def collect_runtime_logs(ctx: ProbeContext) -> None:
-    logs = ctx.host.logs()
-    if not logs:
+    # one streamed pass per log, shared with the fallback and RKNN probes
+    scans = scan_logs(ctx.host, ctx.options.get("signatures", []), ctx.options.get("catalogs"))
+    if not scans:
         raise NoData("no runtime logs given (--log FILE)")
-    ctx.facts.set("runtime_logs.files", [name for name, _ in logs])
-    for name, text in logs:
-        _add_events(ctx, match_signatures(text, name, ctx.options.get("signatures", []), "runtime"))
-        # a saved syslog or kern.log carries kernel messages too
-        _add_catalog_events(ctx, text, name, ("kernel", "runtime"), "runtime")
+    ctx.facts.set("runtime_logs.files", [s.name for s in scans])
+    for s in scans:
+        _add_events(ctx, s.signature_events)
+        _add_events(ctx, s.catalog_events)

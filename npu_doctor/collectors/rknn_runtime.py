@@ -30,6 +30,7 @@ from ..parsers.rknn import parse_dist_version, parse_lib_version, parse_runtime_
 from ..probes import NoData, ProbeContext
 from ..matrices import set_compat, shipped_matrices
 from ..registry import collector, deriver
+from .logscan import scan_logs
 
 #: Where the board images and the rknpu2 / rknn-toolkit2 install docs put the runtimes.
 LIB_PATHS = (
@@ -104,8 +105,9 @@ def collect_rknn_runtime(ctx: ProbeContext) -> None:
         ctx.facts.set(f"sdks.{DISTS[pre]}.version", ver, where)
         ctx.facts.set(f"sdks.{DISTS[pre]}.path", where, where)
 
-    for source, text in ctx.host.logs():
-        parsed = parse_runtime_log(text)
+    # the shared streamed pass over the logs (collectors.logscan) ran parse_runtime_log
+    for scan in scan_logs(ctx.host, ctx.options.get("signatures", []), ctx.options.get("catalogs")):
+        source, parsed = scan.name, scan.rknn
         if not parsed:
             continue
         _facts_from_log(ctx.facts, parsed, source)

@@ -164,6 +164,11 @@ class Host:
         """Runtime/application logs to scan: (source name, text) pairs."""
         raise NotImplementedError
 
+    def log_files(self) -> Optional[List[Tuple[str, str]]]:
+        """The same logs as (source name, local file path) pairs, for reading them streamed
+        (any size: host.logstream); None when this host only offers `logs()`."""
+        return None
+
     # -- helpers built on the primitives ----------------------------------------------
     def read_text(self, path: str, max_bytes: int = READ_CAP_BYTES) -> str:
         """File contents decoded as UTF-8 (errors replaced). Raises like read_bytes."""

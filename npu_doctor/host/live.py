@@ -141,6 +141,9 @@ class LiveHost(Host):
             return None
         return os.access(path, os.R_OK | (os.W_OK if write else 0))
 
+    def log_files(self) -> Optional[List[Tuple[str, str]]]:
+        return [(p, p) for p in self.extra_logs]
+
     def logs(self) -> List[Tuple[str, str]]:
         out = []
         for p in self.extra_logs:

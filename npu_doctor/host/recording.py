@@ -200,6 +200,11 @@ class RecordingHost(Host):
             pass
         return self.inner.can_open(path, write)
 
+    def log_files(self) -> Optional[List[Tuple[str, str]]]:
+        # capture keeps the logs' text (logs_used): read them the whole way too
+        self.logs()
+        return self.inner.log_files()
+
     def logs(self) -> List[Tuple[str, str]]:
         got = self.inner.logs()
         with self._lock:

@@ -364,6 +364,16 @@ class SnapshotHost(Host):
             return None
         return mode_allows(st, ident, write)
 
+    def log_files(self) -> Optional[List[Tuple[str, str]]]:
+        out = []
+        logdir = os.path.join(self.root, "logs")
+        if os.path.isdir(logdir):
+            for dirpath, _dirs, files in os.walk(logdir):
+                for name in sorted(files):
+                    p = os.path.join(dirpath, name)
+                    out.append(("logs/" + os.path.relpath(p, logdir), p))
+        return sorted(out + [(p, p) for p in self.extra_logs])
+
     def logs(self) -> List[Tuple[str, str]]:
         out = []
         logdir = os.path.join(self.root, "logs")

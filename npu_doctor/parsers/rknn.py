@@ -86,6 +86,8 @@ def parse_runtime_log(text: str) -> Dict[str, Any]:
     """
     out: Dict[str, Any] = {}
     for n, line in enumerate(text.splitlines(), 1):
+        if "version" not in line:
+            continue  # every pattern below names a version: one substring test per line
         m = _RUNTIME_RE.search(line)
         if m and "runtime" not in out and ("Runtime Information" in line or "RKNN" in line):
             rt: Dict[str, Any] = {"library": m.group(1), "version": m.group(2), "line_no": n}
