@@ -162,3 +162,13 @@ def test_app_log_lines_raise_their_rules_and_state_facts():
     assert {"runtime-driver-mismatch", "device-node-permission"} <= rules
     facts = {k: v for e in evs for k, v in (e.get("facts") or {}).items()}
     assert facts["drivers.nvidia.cuda_version"] == "11.4" and facts["limits.memlock_bytes"] == 65536
+
+
+def test_explain_names_the_signature_when_no_catalog_entry_matches():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "npu_doctor", "explain",
+                        "OSError: libedgetpu.so.1: cannot open shared object file: No such file or directory"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "shared-library-not-found" in r.stdout and "--log" in r.stdout
