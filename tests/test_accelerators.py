@@ -465,7 +465,7 @@ def test_detection_tables_are_data():
 
 def test_shipped_udev_rule_file_sets_power_control_on():
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    text = open(os.path.join(repo, "systemd", "70-npu-doctor-runtime-pm.rules")).read()
+    text = open(os.path.join(repo, "npu_doctor", "deploy", "systemd", "70-npu-doctor-runtime-pm.rules")).read()
     rules = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
     assert rules and all(ln.startswith('ACTION=="add"') and ln.endswith('ATTR{power/control}="on"') for ln in rules)
     assert any("rknpu" in ln for ln in rules) and any('ATTR{class}=="0x12*"' in ln for ln in rules)
