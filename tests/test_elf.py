@@ -495,3 +495,14 @@ def test_parse_results_are_kept_across_runs_and_dropped_when_the_file_changes(bu
     assert third[0] == "1" and third[1] != first[1]
     (tmp_path / "cache" / "elf-cache.json").write_text("{broken")
     assert run()[0] == "1"                       # a broken cache is ignored, not fatal
+
+
+def test_elf_errors_are_typed_under_the_package_base_error(tmp_path):
+    from npu_doctor.errors import NpuDoctorError
+
+    stub = tmp_path / "libc.so"
+    stub.write_text("/* GNU ld script */\nGROUP ( /lib/libc.so.6 )\n")
+    with pytest.raises(NotElf) as e:
+        read_elf(LiveHost(), str(stub))
+    assert isinstance(e.value, ElfError) and isinstance(e.value, NpuDoctorError)
+    assert str(stub) in str(e.value)

@@ -14,9 +14,9 @@ dependency tree that meets the same libc a hundred times parse each file once.
 Formats: System V gABI "Dynamic Section"; LSB Core "Symbol Versioning"
 (https://refspecs.linuxfoundation.org/LSB_5.0.0/LSB-Core-generic/LSB-Core-generic/symversion.html).
 
-Errors: `NotElf` (not an ELF file: a linker script such as libc.so, a text stub, a truncated
-file) and `ElfError` (an ELF file pyelftools cannot read); host errors (NotFound,
-AccessDenied) pass through.
+Errors (npu_doctor.errors.NpuDoctorError underneath): `ElfError` (an ELF file pyelftools
+cannot read) and its subclass `NotElf` (not an ELF file: a linker script such as libc.so, a
+text stub, a truncated file); host errors (NotFound, AccessDenied) pass through.
 """
 
 from __future__ import annotations
