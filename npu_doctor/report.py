@@ -203,10 +203,14 @@ def render_text(result: CheckResult, verbose: bool = False, color: bool = False,
     return "\n".join(lines) + "\n"
 
 
-def render_json(result: CheckResult) -> str:
-    return json.dumps(result.to_json(), indent=2, ensure_ascii=False, default=str) + "\n"
+def render_json(result: CheckResult, ensure_ascii: bool = False) -> str:
+    """The `check --format json` document (schema npu-doctor/report/v1, docs/architecture.md)
+    as indented text ending in a newline; `ensure_ascii` escapes non-ASCII as \\uXXXX (for a
+    stdout that cannot encode Unicode)."""
+    return json.dumps(result.to_json(), indent=2, ensure_ascii=ensure_ascii, default=str) + "\n"
 
 
 def stdout_is_unicode() -> bool:
+    """Whether sys.stdout encodes Unicode (UTF-8/16/32): else text reports use ASCII marks."""
     enc = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
     return enc in ("utf8", "utf16", "utf32")

@@ -53,7 +53,7 @@ def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, s
     except HostError as e:
         _fail(str(e))
     if fmt == "json":
-        sys.stdout.write(render_json(result))
+        sys.stdout.write(render_json(result, ensure_ascii=not stdout_is_unicode()))
     else:
         sys.stdout.write(render_text(result, verbose=verbose, color=_use_color(color),
                                      unicode=stdout_is_unicode()))
