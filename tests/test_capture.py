@@ -21,7 +21,7 @@ from npu_doctor.host import LiveHost, SnapshotHost
 from npu_doctor.redact import Redactor
 from npu_doctor.tomlcompat import tomllib
 
-from conftest import case_path, run_cli
+from conftest import case_path, run_cli, run_cli_subprocess
 
 # -- real outputs with personal and machine-identifying values ---------------------------------
 # nvidia-smi -q, from https://github.com/anderskm/gputil/issues/38 (driver 442.92, 4 GPUs)
@@ -510,7 +510,10 @@ def test_capture_refuses_an_archive_path_that_is_not_a_regular_file(tmp_path):
     for kind, path in specials:
         real = os.path.realpath(path)
         before = os.lstat(real)
-        line = _one_error_line(run_cli("capture", "--snapshot", str(case_path(K05)), "-o", str(path)))
+        # a child process: a regression that opened the FIFO would block, and only a child
+        # can be timed out
+        line = _one_error_line(run_cli_subprocess("capture", "--snapshot", str(case_path(K05)),
+                                                  "-o", str(path), timeout=60))
         assert kind in line
         after = os.lstat(real)
         assert (stat.S_IFMT(after.st_mode), after.st_ino, after.st_rdev) == \
