@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from conftest import case_path, run_cli, run_cli_subprocess
+from conftest import case_path, make_snapshot, run_cli, run_cli_subprocess
 
 
 def test_version_and_help():
@@ -117,13 +117,10 @@ def test_probe_with_missing_hanging_failing_and_garbage_commands(tmp_path):
         '[[probe]]\nid = "t-hang"\nrun = ["hang"]\nparser = "os_release"\ninto = "t.hang"\ntimeout_s = 0.3\n'
         '[[probe]]\nid = "t-fail"\nrun = ["fail"]\nparser = "os_release"\ninto = "t.fail"\n'
         '[[probe]]\nid = "t-garbage"\nrun = ["garbage"]\nparser = "os_release"\ninto = "t.garbage"\n')
-    snap = tmp_path / "snap"
-    (snap / "fs/etc").mkdir(parents=True)
-    (snap / "fs/etc/os-release").write_text('ID=debian\nVERSION_ID="12"\n')
-    (snap / "commands.toml").write_text(
-        '[[command]]\nargv = ["hang"]\ntimed_out = true\n'
-        '[[command]]\nargv = ["fail"]\nreturncode = 3\nstdout = ""\nstderr = "fail: device not ready"\n'
-        '[[command]]\nargv = ["garbage"]\nreturncode = 0\nstdout = "\\u0000\\u0001 %%%"\n')
+    snap = make_snapshot(tmp_path / "snap", files={"/etc/os-release": 'ID=debian\nVERSION_ID="12"\n'},
+                         commands=[{"argv": ["hang"], "timed_out": True},
+                                   (["fail"], 3, "", "fail: device not ready"),
+                                   (["garbage"], 0, "\x00\x01 %%%")])
     out = run_cli("check", "--snapshot", str(snap), "--probes", str(probes), "--format", "json",
                   "--fail-on", "never")
     assert out.returncode == 0, out.stderr
@@ -183,6 +180,8 @@ def test_every_matrix_row_has_a_source():
 
 
 def _snap(tmp_path, name, **files):
+    """A snapshot whose metadata files (commands_toml=..., stat_toml=...) hold these exact,
+    usually broken, bytes: make_snapshot only writes valid ones."""
     d = tmp_path / name
     d.mkdir()
     for fn, content in files.items():

@@ -22,7 +22,7 @@ from npu_doctor.linker.ldso import Resolver
 from npu_doctor.probes import load_signatures, load_specs
 from npu_doctor.rules import load_rules
 
-from conftest import REPO, case_path, check_json, finding_ids, run_cli
+from conftest import REPO, case_path, check_json, finding_ids, make_snapshot, run_cli
 
 GCC = shutil.which("gcc")
 needs_gcc = pytest.mark.skipif(GCC is None, reason="gcc not installed")
@@ -59,11 +59,9 @@ def ldconfig_p(*entries) -> str:
     return f"{len(entries)} libs found in cache `/etc/ld.so.cache'\n" + body
 
 
-def commands_toml(*cmds) -> str:
-    out = []
-    for argv, stdout in cmds:
-        out.append(f"[[command]]\nargv = {json.dumps(argv)}\nreturncode = 0\nstdout = '''{stdout}'''\n")
-    return "\n".join(out)
+def with_commands(snap: Path, *cmds) -> Path:
+    """Give the snapshot these (argv, stdout) commands, each exiting 0."""
+    return make_snapshot(snap, commands=[(argv, 0, stdout) for argv, stdout in cmds])
 
 
 # -- data files ------------------------------------------------------------------------------
@@ -175,9 +173,9 @@ def test_snapshot_missing_library_with_search_path_and_remedy(sdk_build, tmp_pat
     lib.mkdir(parents=True)
     shutil.copy(sdk_build / "lib/libsdk.so", lib)
     shutil.copy(sdk_build / "lib/libvprov.so.1", lib)
-    (snap / "commands.toml").write_text(commands_toml(
+    with_commands(snap,
         (["ldconfig", "-p"], ldconfig_p(("libc.so.6", "libc6,x86-64", "/lib/x86_64-linux-gnu/libc.so.6"))),
-        (["ldd", "--version"], "ldd (Debian GLIBC 2.36-9+deb12u4) 2.36\n")))
+        (["ldd", "--version"], "ldd (Debian GLIBC 2.36-9+deb12u4) 2.36\n"))
     probes = write_probe_override(tmp_path / "probes", ["/opt/testsdk/**/*.so*"])
     report = check_json(snap, "--probes", str(probes))
     libs = {l["path"]: l for l in report["facts"]["libraries"]}
@@ -204,12 +202,12 @@ def test_snapshot_glibc_fallback_compares_with_libc_version(sdk_build, tmp_path)
     lib = snap / "fs/opt/testsdk/lib"
     lib.mkdir(parents=True)
     shutil.copy(sdk_build / "lib/libsdk.so", lib)
-    (snap / "commands.toml").write_text(commands_toml(
+    with_commands(snap,
         (["ldconfig", "-p"], ldconfig_p(
             ("libvprov.so.1", "libc6,x86-64", "/usr/lib/x86_64-linux-gnu/libvprov.so.1"),
             ("libze_loader.so.1", "libc6,x86-64", "/usr/lib/x86_64-linux-gnu/libze_loader.so.1"),
             ("libc.so.6", "libc6,x86-64", "/lib/x86_64-linux-gnu/libc.so.6"))),
-        (["ldd", "--version"], "ldd (Debian GLIBC 2.36-9+deb12u4) 2.36\n")))
+        (["ldd", "--version"], "ldd (Debian GLIBC 2.36-9+deb12u4) 2.36\n"))
     probes = write_probe_override(tmp_path / "probes", ["/opt/testsdk/**/*.so*"])
     report = check_json(snap, "--probes", str(probes))
     assert report["facts"]["libc"]["version"] == "2.36"
@@ -346,9 +344,9 @@ def test_torch_npu_aarch64_wheel_in_an_ascend_board_snapshot(request, tmp_path):
               "ld-linux-aarch64.so.1", "libdl.so.2", "librt.so.1"]
     entries = [(n, "libc6,AArch64", f"/lib/aarch64-linux-gnu/{n}") for n in system]
     entries.append(("libc.so.6", "libc6,x86-64", "/lib/x86_64-linux-gnu/libc.so.6"))
-    (snap / "commands.toml").write_text(commands_toml(
+    with_commands(snap,
         (["ldconfig", "-p"], ldconfig_p(*entries)),
-        (["ldd", "--version"], "ldd (Ubuntu GLIBC 2.12-1ubuntu1) 2.12\n")))
+        (["ldd", "--version"], "ldd (Ubuntu GLIBC 2.12-1ubuntu1) 2.12\n"))
     host = SnapshotHost(str(snap))
     root = "/usr/local/lib/python3.10/site-packages/torch_npu/lib/libtorch_npu.so"
     node = Resolver(host).tree(root)[0]

@@ -14,7 +14,7 @@ from npu_doctor.matrices import shipped_matrices as load_matrices
 from npu_doctor.parsers.rknn import (parse_dist_version, parse_lib_version, parse_runtime_log,
                                      rknn_model_header)
 
-from conftest import case_path, check_json, fact_values, finding_ids
+from conftest import case_path, check_json, fact_values, finding_ids, make_snapshot
 
 DATA = Path(__file__).parent / "data" / "rockchip"
 
@@ -138,13 +138,9 @@ def test_c1_04_driver_096_facts():
 
 
 def _snapshot(tmp_path: Path, log_name: str = None) -> Path:
-    snap = tmp_path / "snap"
+    snap = make_snapshot(tmp_path / "snap", files={"/etc/os-release": 'ID=debian\nVERSION_ID="12"\n'},
+                         logs={log_name: DATA / log_name} if log_name else None)
     (snap / "fs/usr/lib").mkdir(parents=True)
-    (snap / "fs/etc").mkdir(parents=True)
-    (snap / "fs/etc/os-release").write_text('ID=debian\nVERSION_ID="12"\n')
-    if log_name:
-        (snap / "logs").mkdir()
-        shutil.copy(DATA / log_name, snap / "logs" / log_name)
     return snap
 
 

@@ -24,7 +24,7 @@ from npu_doctor.probe_runner import _run_one
 from npu_doctor.probes import CommandCache, ProbeSpec, load_signatures
 from npu_doctor.rules import RuleSet, evaluate, load_rule_file
 
-from conftest import REPO, case_path, check_json, copy_case, finding_ids
+from conftest import REPO, case_path, check_json, copy_case, finding_ids, make_snapshot
 
 registry.load_all()
 
@@ -36,12 +36,7 @@ def probe(host, collector, args=None, **options):
 
 
 def write(snap: Path, path: str, text) -> None:
-    p = snap / "fs" / path.lstrip("/")
-    p.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(text, bytes):
-        p.write_bytes(text)
-    else:
-        p.write_text(text)
+    make_snapshot(snap, files={path: text})
 
 
 def add_command(snap: Path, argv, stdout="", stderr="", returncode=0) -> None:
