@@ -242,6 +242,7 @@ def _members_ok(archive: Path) -> None:
                 assert resolved.startswith("fs/"), (m.name, m.linkname)
 
 
+@pytest.mark.slow
 def test_round_trip_on_this_machine(tmp_path):
     """check through the recorder == check --snapshot of what it wrote (redacted the same way)."""
     out = tmp_path / "cap.tar.gz"
@@ -261,6 +262,7 @@ def test_round_trip_on_this_machine(tmp_path):
         snap.close()
 
 
+@pytest.mark.slow
 def test_sparse_library_keeps_only_what_was_read(tmp_path):
     """A 4 MiB ELF the library probe parses through open_binary: the capture keeps the parts
     it read (zeros elsewhere, real size), records the real sha256, and replays the same facts;
@@ -306,6 +308,7 @@ def test_sparse_library_keeps_only_what_was_read(tmp_path):
     assert a.read_bytes() == b.read_bytes()
 
 
+@pytest.mark.slow
 def test_cli_capture_then_check_matches_live_check(tmp_path):
     out = tmp_path / "board.tar.gz"
     proc = run_cli("capture", "-o", str(out), "--no-redact", timeout=600)

@@ -316,6 +316,7 @@ def _unpack(whl: Path, dest: Path, member_re: str) -> list:
     return out
 
 
+@pytest.mark.slow
 def test_rknn_toolkit_lite2_aarch64_wheel_analysed_on_any_host(request, tmp_path):
     whl = _wheel(request, "rknn-toolkit-lite2==2.5.0", "manylinux_2_17_aarch64", "3.11")
     files = _unpack(whl, tmp_path, r"rknn_runtime\.cpython-311-aarch64-linux-gnu\.so$")
@@ -327,6 +328,7 @@ def test_rknn_toolkit_lite2_aarch64_wheel_analysed_on_any_host(request, tmp_path
     assert [n.version for n in info.version_needs["libc.so.6"]] == ["GLIBC_2.17"]
 
 
+@pytest.mark.slow
 def test_torch_npu_aarch64_wheel_in_an_ascend_board_snapshot(request, tmp_path):
     """libtorch_npu.so (aarch64) in a snapshot of an Atlas board: its $ORIGIN RPATH finds the
     wheel's own libraries (an x86-64 copy earlier on that RPATH is skipped), CANN's
@@ -396,6 +398,7 @@ def _openvino_venv(request) -> Path:
 
 @pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64",
                     reason="the OpenVINO NPU plugin ships for Linux x86-64")
+@pytest.mark.slow
 def test_openvino_2024_4_npu_plugin_without_level_zero(request):
     """Real input on a real host. Fails only on a machine that has libze_loader.so.1, where
     the finding would be wrong; then it is skipped."""

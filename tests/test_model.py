@@ -239,6 +239,7 @@ def wheels(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_silero_vad_if_model_and_ifless_model(wheels):
     with_if = lint(wheels["silero_vad.onnx"], "hailo8")
     cf = [f for f in with_if.findings if f.id == "model-control-flow"]
@@ -256,6 +257,7 @@ def test_silero_vad_if_model_and_ifless_model(wheels):
     assert "model-opset-out-of-range" in _ids(lint(wheels["silero_vad_op18_ifless.onnx"], "ascend310"))
 
 
+@pytest.mark.slow
 def test_rapidocr_detection_resize_goes_to_the_cpu_on_rk3588(wheels):
     r = lint(wheels["ch_PP-OCRv4_det_infer.onnx"], "rk3588")
     resize = [f for f in r.findings if f.id == "model-op-unsupported" and f.message.startswith("Resize")]

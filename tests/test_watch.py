@@ -158,6 +158,7 @@ def test_watch_lifecycle_under_systemd_notify(board, tmp_path):
         d.close()
 
 
+@pytest.mark.slow
 def test_hung_probe_stops_the_watchdog_pings(board, tmp_path):
     probes = tmp_path / "probes"
     probes.mkdir()
