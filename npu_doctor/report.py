@@ -58,7 +58,7 @@ def _summary(area: str, facts: Dict[str, Any]) -> str:
         os_ = g("os", {}).get("pretty_name") or g("os", {}).get("id") or "unknown OS"
         parts = [os_]
         if g("kernel", {}).get("release"):
-            parts.append("kernel " + g("kernel")["release"])
+            parts.append("kernel " + g("kernel", {})["release"])
         if g("arch"):
             parts.append(g("arch"))
         libc = g("libc", {})
@@ -195,8 +195,8 @@ def render_text(result: CheckResult, verbose: bool = False, color: bool = False,
         lines.append("")
         lines.append("Facts:")
         for path, value in result.facts.flat():
-            src = result.facts.sources.get(path)
-            lines.append(f"    {path} = {_fmt(value)}" + (style(f"  ({src})", fg="bright_black") if src else ""))
+            origin = result.facts.sources.get(path)
+            lines.append(f"    {path} = {_fmt(value)}" + (style(f"  ({origin})", fg="bright_black") if origin else ""))
     elif not result.findings or errors:
         lines.append("")
         lines.append(style("Run with -v for every fact and probe, or --format json for tools.", fg="bright_black"))

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Union
 
 import pytest
 

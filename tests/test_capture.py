@@ -289,7 +289,7 @@ def test_sparse_library_keeps_only_what_was_read(tmp_path):
     assert [d for d in run.fact_diffs if not d.startswith("replay only:")] == []
     assert run.finding_diffs == []
     libpath = "/opt/xilinx/xrt/lib/libxrt_coreutil.so.2"
-    assert any(l.get("path") == libpath for l in run.live.facts.get("libraries", []))
+    assert any(ln.get("path") == libpath for ln in run.live.facts.get("libraries", []))
     with tarfile.open(out) as tf:
         member = tf.getmember("fs" + libpath)
         kept = tf.extractfile(member).read()

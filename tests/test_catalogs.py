@@ -3,12 +3,11 @@ contract rule id or is benign, and matches the example messages it carries."""
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
 
-from npu_doctor.catalog import (CatalogSet, literal_needles, load_catalog_file, load_catalogs,
+from npu_doctor.catalog import (literal_needles, load_catalog_file, load_catalogs,
                                  split_lines, strip_prefix)
 from npu_doctor.errors import ConfigError
 from npu_doctor.rules import load_rules

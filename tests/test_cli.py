@@ -163,8 +163,8 @@ def test_rules_explain_shows_matrix_rows_with_their_sources():
     assert out.returncode == 0, out.stderr
     assert "Matrix cuda-toolkit-min-driver" in out.stdout
     body = out.stdout.split("\nMatrix ", 1)[1]
-    rows = [l for l in body.splitlines() if l.startswith("  ") and not l.startswith(("   ", "  ["))]
-    sources = [l for l in out.stdout.splitlines() if l.strip().startswith("source:")]
+    rows = [ln for ln in body.splitlines() if ln.startswith("  ") and not ln.startswith(("   ", "  ["))]
+    sources = [ln for ln in out.stdout.splitlines() if ln.strip().startswith("source:")]
     assert rows and len(sources) == len(rows)
     assert all("http" in s for s in sources)
 

@@ -11,8 +11,12 @@ from pathlib import Path
 import pytest
 
 from npu_doctor.matrices import matrix_rows as load_matrix
-from npu_doctor.parsers.jetson import (gpu_load_percent, parse_cudnn_header, parse_nv_tegra_release,
-                                       tensorrt_from_libname)
+from npu_doctor.parsers.jetson import (
+    gpu_load_percent,
+    parse_cudnn_header,
+    parse_nv_tegra_release,
+    tensorrt_from_libname,
+)
 
 from conftest import case_path, check_json, fact_values, finding_ids, make_snapshot
 

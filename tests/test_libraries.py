@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from npu_doctor.collectors.logs import match_signatures
-from npu_doctor.linker.elf import read_elf
 from npu_doctor.host import LiveHost, SnapshotHost
+from npu_doctor.linker.elf import read_elf
 from npu_doctor.linker.ldso import Resolver
 from npu_doctor.probes import load_signatures, load_specs
 from npu_doctor.rules import load_rules
@@ -178,7 +178,7 @@ def test_snapshot_missing_library_with_search_path_and_remedy(sdk_build, tmp_pat
         (["ldd", "--version"], "ldd (Debian GLIBC 2.36-9+deb12u4) 2.36\n"))
     probes = write_probe_override(tmp_path / "probes", ["/opt/testsdk/**/*.so*"])
     report = check_json(snap, "--probes", str(probes))
-    libs = {l["path"]: l for l in report["facts"]["libraries"]}
+    libs = {ln["path"]: ln for ln in report["facts"]["libraries"]}
     sdk = libs["/opt/testsdk/lib/libsdk.so"]
     assert sdk["missing"] == ["libze_loader.so.1"] and sdk["class"] == "ELF64"
     assert sdk["runpath"] == ["$ORIGIN"] and "RUNPATH /opt/testsdk/lib" in sdk["search_path"]
@@ -252,7 +252,7 @@ def test_live_probe_finds_missing_library_and_points_to_the_copy_elsewhere(sdk_b
     proc = run_cli("check", "--probes", str(probes), "--format", "json", "--fail-on", "never",
                    env={"LD_LIBRARY_PATH": str(sdk_build / "ze")})
     report = json.loads(proc.stdout)
-    sdk = next(l for l in report["facts"]["libraries"] if l["path"].endswith("/lib/libsdk.so"))
+    sdk = next(ln for ln in report["facts"]["libraries"] if ln["path"].endswith("/lib/libsdk.so"))
     assert sdk["missing"] == []
 
 
@@ -269,7 +269,7 @@ def test_problem_in_a_dependency_outside_the_sdk_gets_its_own_record(tmp_path):
     proc = run_cli("check", "--probes", str(probes), "--format", "json", "--fail-on", "never",
                    "--select", "missing-shared-library", env={"LD_LIBRARY_PATH": ""})
     report = json.loads(proc.stdout)
-    recs = {l["path"]: l for l in report["facts"]["libraries"]}
+    recs = {ln["path"]: ln for ln in report["facts"]["libraries"]}
     sdk, mid = recs[f"{tmp_path}/sdk/libsdk.so"], recs[f"{tmp_path}/mid/libmid.so"]
     assert sdk["missing"] == [] and mid["missing"] == ["libgone.so.1"]
     assert mid["dependency_of"] == sdk["path"] and mid["sdk"] == "testsdk"
@@ -362,7 +362,7 @@ def test_torch_npu_aarch64_wheel_in_an_ascend_board_snapshot(request, tmp_path):
     # whole check: remedy from the table, glibc fallback against the board's 2.12
     probes = write_probe_override(tmp_path / "probes", ["/usr/local/lib/python3.10/**/torch_npu/lib/*.so"])
     report = check_json(snap, "--probes", str(probes))
-    rec = next(l for l in report["facts"]["libraries"] if l["path"] == root)
+    rec = next(ln for ln in report["facts"]["libraries"] if ln["path"] == root)
     assert "libascendcl.so" in rec["missing"]
     assert any(r.startswith("libascendcl.so: CANN's environment is not set") for r in rec["remedies"])
     assert rec["unsatisfied"] and all(u["basis"] == "libc.version" for u in rec["unsatisfied"])
@@ -412,8 +412,8 @@ def test_openvino_2024_4_npu_plugin_without_level_zero(request):
                           capture_output=True, text=True, env=env, cwd=str(REPO), timeout=120)
     assert proc.returncode == 1, proc.stderr  # an error finding: exit 1
     report = json.loads(proc.stdout)
-    plugin = [l for l in report["facts"]["libraries"]
-              if l["path"].endswith("/openvino/libs/libopenvino_intel_npu_plugin.so")]
+    plugin = [ln for ln in report["facts"]["libraries"]
+              if ln["path"].endswith("/openvino/libs/libopenvino_intel_npu_plugin.so")]
     assert len(plugin) == 1 and plugin[0]["sdk"] == "openvino"
     assert plugin[0]["missing"] == ["libze_loader.so.1"]
     assert plugin[0]["rpath"] == ["$ORIGIN"]
@@ -453,6 +453,6 @@ def test_vendor_globs_follow_links_once_and_report_the_real_file(tmp_path):
     probes = write_probe_override(tmp_path / "probes", [f"{base}/**/lib64/*.so*"])
     proc = run_cli("check", "--probes", str(probes), "--format", "json", "--fail-on", "never",
                    "--select", "missing-shared-library")
-    libs = [l for l in json.loads(proc.stdout)["facts"]["libraries"] if l["sdk"] == "testsdk"]
-    assert [l["path"] for l in libs] == [str(real)]
+    libs = [ln for ln in json.loads(proc.stdout)["facts"]["libraries"] if ln["sdk"] == "testsdk"]
+    assert [ln["path"] for ln in libs] == [str(real)]
     assert libs[0]["soname"] == "libv.so.1" and libs[0]["missing"] == []

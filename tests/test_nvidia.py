@@ -13,9 +13,15 @@ import pytest
 
 from npu_doctor.collectors.nvidia import cuda_min_driver
 from npu_doctor.matrices import matrix_rows as load_matrix
-from npu_doctor.parsers.nvidia import (nvidia_upgrades, nvml_failure, parse_cuda_version_file,
-                                       parse_nvcc_version, parse_nvidia_smi_q,
-                                       parse_proc_driver_version, pci_address)
+from npu_doctor.parsers.nvidia import (
+    nvidia_upgrades,
+    nvml_failure,
+    parse_cuda_version_file,
+    parse_nvcc_version,
+    parse_nvidia_smi_q,
+    parse_proc_driver_version,
+    pci_address,
+)
 from npu_doctor.tomlcompat import tomllib
 
 from conftest import case_path, check_json, fact_values, finding_ids, make_snapshot

@@ -11,8 +11,7 @@ import pytest
 
 from npu_doctor.collectors.rknn_runtime import check_runtime_driver
 from npu_doctor.matrices import shipped_matrices as load_matrices
-from npu_doctor.parsers.rknn import (parse_dist_version, parse_lib_version, parse_runtime_log,
-                                     rknn_model_header)
+from npu_doctor.parsers.rknn import parse_dist_version, parse_lib_version, parse_runtime_log, rknn_model_header
 
 from conftest import case_path, check_json, fact_values, finding_ids, make_snapshot
 
@@ -188,8 +187,8 @@ def test_snapshot_rknn_server_from_other_release(tmp_path):
 
 
 def test_compat_records_join_either_form():
-    from npu_doctor.matrices import set_compat as add_compat
     from npu_doctor.facts import Facts
+    from npu_doctor.matrices import set_compat as add_compat
     as_table, as_list = Facts(), Facts()
     as_list.data["compat"] = [{"matrix": "other", "status": "ok"}]
     for f in (as_table, as_list):

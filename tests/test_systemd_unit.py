@@ -40,6 +40,6 @@ def test_exposure_is_at_most_3_0():
     out = subprocess.run(["systemd-analyze", "security", "--offline=yes", "--threshold=30", str(UNIT)],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout[-800:] + out.stderr[-800:]
-    level = [l for l in out.stdout.splitlines() if "Overall exposure level" in l]
+    level = [ln for ln in out.stdout.splitlines() if "Overall exposure level" in ln]
     assert level, out.stdout[-500:]
     assert float(level[0].split(":")[-1].split()[0]) <= 3.0

@@ -6,6 +6,7 @@ stdout carries only the report, so `--format json` output always parses.
 """
 
 from __future__ import annotations
+
 import sys
 from typing import List, Optional
 
@@ -16,8 +17,8 @@ from ..errors import NpuDoctorError
 from .capture import capture
 from .check import check
 from .common import EXIT_INTERRUPTED, EXIT_OK, _fail
-from .lock import lock, verify
 from .explain import explain
+from .lock import lock, verify
 from .model import model_cmd
 from .rules import rules
 from .watch import fix, watch

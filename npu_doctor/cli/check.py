@@ -7,8 +7,7 @@ import sys
 import click
 
 from ..errors import ConfigError, HostError, SnapshotError
-from .common import (_fail, _open_host, _progress_printer, _use_color, exit_for,
-                     host_options, show_progress)
+from .common import _fail, _open_host, _progress_printer, _use_color, exit_for, host_options, show_progress
 
 
 @click.command()

@@ -26,10 +26,18 @@ import os
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..host import Host
-
 from .elfparse import _parse
-from .elftypes import (_LOCK, ELF_MAGIC, STATS, VER_FLG_BASE, VER_FLG_WEAK, ElfError,  # noqa: F401
-                       ElfInfo, NotElf, VersionNeed)
+from .elftypes import (  # noqa: F401
+    _LOCK,
+    ELF_MAGIC,
+    STATS,
+    VER_FLG_BASE,
+    VER_FLG_WEAK,
+    ElfError,
+    ElfInfo,
+    NotElf,
+    VersionNeed,
+)
 
 _CACHE: Dict[Tuple[Any, ...], ElfInfo] = {}
 _CACHE_MAX = 8192

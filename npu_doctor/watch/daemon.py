@@ -6,7 +6,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Callable, IO, List, Optional, Sequence
+from typing import IO, Callable, List, Optional, Sequence
 
 from ..check import Config, run_check
 from ..errors import ConfigError
@@ -14,7 +14,6 @@ from ..host import Host
 from ..probe_runner import run_probes
 from ..probes import ProbeSpec
 from ..sdnotify import Notifier
-
 from .events import DEFAULT_FAST_AREAS, Event, Tracker
 
 

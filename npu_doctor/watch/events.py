@@ -9,10 +9,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from ..facts import Facts
+from ..facts import Facts, accelerator_key, accelerator_label
 from ..probes import ProbeResult
-
-from ..facts import accelerator_key, accelerator_label
 
 PRIORITY = {"error": 3, "warning": 4, "info": 6}
 #: Samples in a row a condition must hold before fallback-suspected (and clear after).
