@@ -125,6 +125,10 @@ def _summary(area: str, facts: Dict[str, Any]) -> str:
 
 def render_text(result: CheckResult, verbose: bool = False, color: bool = False,
                 unicode: bool = True) -> str:
+    """The human report of `check`: one line per area with a mark, then each finding with its
+    evidence and fixes; `verbose` adds every fact with its source, the probes and the
+    libraries as `ld.so --list` shows them. `color` adds ANSI styles; `unicode=False` uses
+    ASCII marks. Ends in a newline."""
     import click
 
     def style(text: str, fg: Optional[str] = None, bold: bool = False) -> str:

@@ -64,6 +64,8 @@ class Watcher:
             return None
 
     def emit(self, ev: Event) -> None:
+        """Write one event line to `out` (journal form with the sd-daemon priority, or JSON);
+        a closed or broken output is ignored (the loop keeps running)."""
         line = ev.json_line() if self.log_format == "json" else ev.journal_line()
         try:
             self.out.write(line + "\n")
@@ -73,6 +75,8 @@ class Watcher:
 
     # -- signals --------------------------------------------------------------------------
     def install_signals(self) -> None:
+        """SIGTERM/SIGINT stop the loop (interrupting a sample in progress), SIGHUP asks for a
+        reload of probes and rules at the next turn. Main thread only (Python's rule)."""
         def on_term(signum, frame):
             self.stop.set()
             if self._busy:
@@ -87,6 +91,9 @@ class Watcher:
 
     # -- loop -----------------------------------------------------------------------------
     def run_once(self) -> None:
+        """One turn: sample the fast probes, emit their transitions, run the full check when
+        `check_interval` seconds have passed, write the textfile metrics, and notify systemd
+        (READY=1 after the first, WATCHDOG=1, STATUS=)."""
         now = time.time()
         self._busy = True
         try:
@@ -167,6 +174,8 @@ class Watcher:
                 self.stop.wait(min(left, 0.5))
 
     def run(self) -> int:
+        """Loop every `interval` seconds (sooner when the watchdog needs it, or on a hot-plug
+        event) until stopped; reloads on SIGHUP. Returns the exit status: 0 after STOPPING=1."""
         period = self.interval
         if self.notifier.watchdog_interval_s is not None:
             period = min(period, self.notifier.watchdog_interval_s)
