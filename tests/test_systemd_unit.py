@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, run_cli
 
 
 def directives(text):
@@ -26,9 +26,6 @@ def directives(text):
     return out
 
 
-def run_cli(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "npu_doctor", *args], capture_output=True, text=True,
-                          cwd=str(REPO), timeout=120, **kw)
 
 
 @pytest.fixture
