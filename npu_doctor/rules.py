@@ -44,8 +44,18 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 from . import versions
 from .facts import Facts, lookup, split_path
 from .rule_loader import load_rule_file, load_rules  # noqa: F401  (the public API)
-from .rule_model import (FIX_KINDS, OPERATORS, SEVERITIES, SEVERITY_RANK, Finding, Fix, Match,  # noqa: F401
-                         Rule, RuleSet, _TEMPLATE_RE)
+from .rule_model import (  # noqa: F401
+    _TEMPLATE_RE,
+    FIX_KINDS,
+    OPERATORS,
+    SEVERITIES,
+    SEVERITY_RANK,
+    Finding,
+    Fix,
+    Match,
+    Rule,
+    RuleSet,
+)
 
 
 # -- evaluation --------------------------------------------------------------------------

@@ -14,11 +14,11 @@ import shutil
 import pytest
 
 from npu_doctor import registry
+from npu_doctor.collectors.accelerators import link_devfreq, link_thermal, parse_link_speed
 from npu_doctor.errors import AccessDenied
 from npu_doctor.facts import Facts
 from npu_doctor.host import SnapshotHost
 from npu_doctor.parsers.rknpu import parse_rknpu_load, parse_rknpu_version
-from npu_doctor.collectors.accelerators import link_devfreq, link_thermal, parse_link_speed
 from npu_doctor.probe_runner import run_probes
 from npu_doctor.probes import load_specs
 from npu_doctor.tomlcompat import tomllib

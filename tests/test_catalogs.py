@@ -3,12 +3,11 @@ contract rule id or is benign, and matches the example messages it carries."""
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
 
-from npu_doctor.catalog import (CatalogSet, literal_needles, load_catalog_file, load_catalogs,
+from npu_doctor.catalog import (literal_needles, load_catalog_file, load_catalogs,
                                  split_lines, strip_prefix)
 from npu_doctor.errors import ConfigError
 from npu_doctor.rules import load_rules
@@ -128,11 +127,7 @@ def test_bad_catalog_is_one_config_error(tmp_path, name):
 
 
 def test_explain_command_finds_codes_lines_and_fragments():
-    import subprocess
-    import sys
-
-    def run(*args):
-        return subprocess.run([sys.executable, "-m", "npu_doctor", *args], capture_output=True, text=True)
+    from conftest import run_cli as run
 
     r = run("explain", "[ 1406.3] apex 0000:01:00.0: Couldn't initialize interrupts: -28")
     assert r.returncode == 0 and "device-unhealthy" in r.stdout and "ENOSPC" in r.stdout

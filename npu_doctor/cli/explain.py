@@ -12,8 +12,8 @@ import json
 
 import click
 
-from .common import _fail
 from ..errors import ConfigError
+from .common import _fail
 
 
 @click.command("explain")
@@ -34,8 +34,8 @@ def explain(query, fmt):
     text = " ".join(query)
     try:
         cs = load_catalogs()
-    except ConfigError as e:
-        _fail(str(e))
+    except ConfigError as err:
+        _fail(str(err))
     hits = cs.lookup(text)
     if fmt == "json":
         click.echo(json.dumps({"query": text, "matches": [dict(e.describe(), groups=g) for e, g in hits]},

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from ..parsers.fallback import (RUNTIME_NAMES, aggregate, line_ranges,
-                                     parse_fallback_logs)
+from ..parsers.fallback import RUNTIME_NAMES, aggregate, line_ranges, parse_fallback_logs
 from ..probes import NoData, ProbeContext
 from ..registry import collector
 
