@@ -39,12 +39,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from npu_doctor.linker import elf as elfmod  # noqa: E402
+from npu_doctor import registry  # noqa: E402
 from npu_doctor.host import LiveHost  # noqa: E402
+from npu_doctor.linker import elf as elfmod  # noqa: E402
 from npu_doctor.linker.ldso import Resolver  # noqa: E402
 from npu_doctor.probe_runner import run_probes  # noqa: E402
 from npu_doctor.probes import ProbeSpec  # noqa: E402
-from npu_doctor import registry  # noqa: E402
 
 SO = re.compile(r"\.so(\.[0-9][\w.]*)?$")
 

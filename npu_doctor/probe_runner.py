@@ -11,8 +11,7 @@ from . import registry
 from .errors import AccessDenied, CommandNotFound, HostError, NotFound
 from .facts import Facts
 from .host import Host
-from .probes import (CommandCache, NoData, ProbeContext, ProbeError,
-                     ProbeResult, ProbeSpec)
+from .probes import CommandCache, NoData, ProbeContext, ProbeError, ProbeResult, ProbeSpec
 
 
 def _run_one(spec: ProbeSpec, host: Host, commands: CommandCache,
@@ -28,12 +27,13 @@ def _run_one(spec: ProbeSpec, host: Host, commands: CommandCache,
                 text = host.read_text(spec.read)
                 source = spec.read
             else:
-                cr = ctx.run(spec.run)  # type: ignore[arg-type]
+                argv = spec.run or []
+                cr = ctx.run(argv)
                 if cr.timed_out:
-                    raise ProbeError(f"`{' '.join(spec.run)}` timed out after {spec.timeout_s:g} s")
+                    raise ProbeError(f"`{' '.join(argv)}` timed out after {spec.timeout_s:g} s")
                 if cr.returncode != 0:
                     last = (cr.stderr or cr.stdout).strip().splitlines()[-1:] or [""]
-                    raise ProbeError(f"`{' '.join(spec.run)}` exited {cr.returncode}: {last[0][:160]}")
+                    raise ProbeError(f"`{' '.join(argv)}` exited {cr.returncode}: {last[0][:160]}")
                 text, source = cr.stdout, cr.source
             try:
                 parsed = registry.PARSERS[spec.parser](text)  # type: ignore[index]

@@ -111,9 +111,9 @@ class CommandCache:
             except HostError as e:
                 self._results[key] = e
             finally:
-                ev.set()
+                ev.set()  # type: ignore[union-attr]  # created above when owner
         else:
-            ev.wait(timeout + 1.0)
+            ev.wait(timeout + 1.0)  # type: ignore[union-attr]
         res = self._results.get(key)
         if isinstance(res, HostError):
             raise res

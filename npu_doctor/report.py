@@ -59,7 +59,7 @@ def _summary(area: str, facts: Dict[str, Any]) -> str:
         os_ = g("os", {}).get("pretty_name") or g("os", {}).get("id") or "unknown OS"
         parts = [os_]
         if g("kernel", {}).get("release"):
-            parts.append("kernel " + g("kernel")["release"])
+            parts.append("kernel " + g("kernel", {})["release"])
         if g("arch"):
             parts.append(g("arch"))
         libc = g("libc", {})
@@ -132,6 +132,10 @@ def _summary(area: str, facts: Dict[str, Any]) -> str:
 
 def render_text(result: CheckResult, verbose: bool = False, color: bool = False,
                 unicode: bool = True) -> str:
+    """The human report of `check`: one line per area with a mark, then each finding with its
+    evidence and fixes; `verbose` adds every fact with its source, the probes and the
+    libraries as `ld.so --list` shows them. `color` adds ANSI styles; `unicode=False` uses
+    ASCII marks. Ends in a newline."""
     import click
 
     def style(text: str, fg: Optional[str] = None, bold: bool = False) -> str:
@@ -204,18 +208,22 @@ def render_text(result: CheckResult, verbose: bool = False, color: bool = False,
         lines.append("")
         lines.append("Facts:")
         for path, value in result.facts.flat():
-            src = result.facts.sources.get(path)
-            lines.append(f"    {path} = {_fmt(value)}" + (style(f"  ({src})", fg="bright_black") if src else ""))
+            origin = result.facts.sources.get(path)
+            lines.append(f"    {path} = {_fmt(value)}" + (style(f"  ({origin})", fg="bright_black") if origin else ""))
     elif not result.findings or errors:
         lines.append("")
         lines.append(style("Run with -v for every fact and probe, or --format json for tools.", fg="bright_black"))
     return "\n".join(lines) + "\n"
 
 
-def render_json(result: CheckResult) -> str:
-    return json.dumps(result.to_json(), indent=2, ensure_ascii=False, default=str) + "\n"
+def render_json(result: CheckResult, ensure_ascii: bool = False) -> str:
+    """The `check --format json` document (schema npu-doctor/report/v1, docs/architecture.md)
+    as indented text ending in a newline; `ensure_ascii` escapes non-ASCII as \\uXXXX (for a
+    stdout that cannot encode Unicode)."""
+    return json.dumps(result.to_json(), indent=2, ensure_ascii=ensure_ascii, default=str) + "\n"
 
 
 def stdout_is_unicode() -> bool:
+    """Whether sys.stdout encodes Unicode (UTF-8/16/32): else text reports use ASCII marks."""
     enc = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
     return enc in ("utf8", "utf16", "utf32")

@@ -6,12 +6,23 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, Iterable, List, Tuple
 
-from .errors import ConfigError
 from .datafiles import read_toml
-from .resources import data_files
+from .errors import ConfigError
 from .matrices import matrix_descriptions, read_matrices
-from .rule_model import (_ID_RE, FIX_KEYS, FIX_KINDS, MATCH_KEYS, OPERATORS, RULE_KEYS, SEVERITIES,
-                         Fix, Match, Rule, RuleSet)
+from .resources import data_files
+from .rule_model import (
+    _ID_RE,
+    FIX_KEYS,
+    FIX_KINDS,
+    MATCH_KEYS,
+    OPERATORS,
+    RULE_KEYS,
+    SEVERITIES,
+    Fix,
+    Match,
+    Rule,
+    RuleSet,
+)
 
 
 # -- loading -----------------------------------------------------------------------------

@@ -38,13 +38,24 @@ Nothing is evaluated as code. A bad file raises ConfigError naming file, rule an
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, Iterable, List, Optional
 
 from .facts import Facts, lookup, split_path
 from .rule_compile import CompiledFix, CompiledMatch, abs_path, compiled
 from .rule_loader import load_rule_file, load_rules  # noqa: F401  (the public API)
-from .rule_model import (FIX_KINDS, OPERATORS, SEVERITIES, SEVERITY_RANK, Finding, Fix, Match,  # noqa: F401
-                         Rule, RuleSet, _TEMPLATE_RE)
+from .rule_model import (  # noqa: F401
+    _TEMPLATE_RE,
+    FIX_KINDS,
+    OPERATORS,
+    SEVERITIES,
+    SEVERITY_RANK,
+    Finding,
+    Fix,
+    Match,
+    Rule,
+    RuleSet,
+)
 
 
 # -- evaluation --------------------------------------------------------------------------
@@ -136,22 +147,38 @@ def compiled_rule_fixes(rule: Rule) -> List[CompiledFix]:
 
 
 def _vendor_match_wins(findings: List[Finding], from_catalog: set) -> List[Finding]:
-    """A catalog finding whose log line a rule's own match already reports (with the vendor's
-    knowledge of the cause) is the same problem said twice: keep the rule's."""
+    """A catalog finding that a rule's own match already reports (with the vendor's knowledge
+    of the cause) is the same problem said twice: keep the rule's. Same problem: the rule's
+    evidence holds the catalog finding's line, or comes from the same log file."""
     lines_by_rule: Dict[str, set] = {}
+    files_by_rule: Dict[str, set] = {}
     for f in findings:
         if id(f) not in from_catalog:
             for ev in f.evidence:
                 if isinstance(ev.get("value"), str):
                     lines_by_rule.setdefault(f.id, set()).add(ev["value"].strip())
+                if isinstance(ev.get("source"), str):
+                    files_by_rule.setdefault(f.id, set()).add(_source_file(ev["source"]))
     out = []
     for f in findings:
         if id(f) in from_catalog:
-            line = next((ev["value"] for ev in f.evidence if ev["fact"].endswith(".line")), None)
-            if isinstance(line, str) and _line_reported(line, lines_by_rule.get(f.id, ())):
-                continue
+            line_ev = next((ev for ev in f.evidence if ev["fact"].endswith(".line")), None)
+            if line_ev is not None:
+                if isinstance(line_ev["value"], str) and \
+                        _line_reported(line_ev["value"], lines_by_rule.get(f.id, ())):
+                    continue
+                src = line_ev.get("source")
+                if isinstance(src, str) and _source_file(src).startswith("logs/") and \
+                        _source_file(src) in files_by_rule.get(f.id, ()):
+                    continue
         out.append(f)
     return out
+
+
+def _source_file(source: str) -> str:
+    """`logs/run.log:12` (or `:3, 7-8`) -> `logs/run.log`."""
+    m = re.match(r"^(.+?)(?::[\d, \-]+)?$", source)
+    return m.group(1) if m else source
 
 
 def _line_reported(line: str, values: Iterable[str]) -> bool:

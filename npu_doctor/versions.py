@@ -248,7 +248,8 @@ def in_range_list(version: Optional[str], text: str) -> Optional[bool]:
             continue
         if lo_ok < 0 and not _covers(version, lo):
             continue
-        if compare(version, hi) is not None and (compare(version, hi) <= 0 or _covers(version, hi)):
+        upper = compare(version, hi)
+        if upper is not None and (upper <= 0 or _covers(version, hi)):
             return True
     return False
 

@@ -14,11 +14,11 @@ import shutil
 import pytest
 
 from npu_doctor import registry
+from npu_doctor.collectors.accelerators import link_devfreq, link_thermal, parse_link_speed
 from npu_doctor.errors import AccessDenied
 from npu_doctor.facts import Facts
 from npu_doctor.host import SnapshotHost
 from npu_doctor.parsers.rknpu import parse_rknpu_load, parse_rknpu_version
-from npu_doctor.collectors.accelerators import link_devfreq, link_thermal, parse_link_speed
 from npu_doctor.probe_runner import run_probes
 from npu_doctor.probes import load_specs
 from npu_doctor.tomlcompat import tomllib
@@ -465,7 +465,7 @@ def test_detection_tables_are_data():
 
 def test_shipped_udev_rule_file_sets_power_control_on():
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    text = open(os.path.join(repo, "systemd", "70-npu-doctor-runtime-pm.rules")).read()
+    text = open(os.path.join(repo, "npu_doctor", "deploy", "systemd", "70-npu-doctor-runtime-pm.rules")).read()
     rules = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
     assert rules and all(ln.startswith('ACTION=="add"') and ln.endswith('ATTR{power/control}="on"') for ln in rules)
     assert any("rknpu" in ln for ln in rules) and any('ATTR{class}=="0x12*"' in ln for ln in rules)

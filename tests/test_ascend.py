@@ -16,7 +16,7 @@ from npu_doctor.check import Config, run_check
 from npu_doctor.host import SnapshotHost
 from npu_doctor.parsers import ascend as P
 
-from conftest import case_path, check_json, fact_values, finding_ids
+from conftest import case_path, check_json, fact_values, finding_ids, make_snapshot
 
 DATA = Path(__file__).resolve().parent / "data" / "ascend"
 
@@ -165,19 +165,7 @@ def test_case_c1_03_healthy_910b2c_baseline():
 
 # -- constructed snapshots from the real samples ---------------------------------------------
 def _snapshot(tmp_path, commands=(), files=None, environ=None):
-    lines = []
-    for argv, rc, out in commands:
-        lines.append("[[command]]\nargv = [%s]\nreturncode = %d\nstdout = '''\n%s'''\nstderr = ''\n"
-                     % (", ".join('"%s"' % a for a in argv), rc, out))
-    (tmp_path / "commands.toml").write_text("\n".join(lines))
-    for path, src in (files or {}).items():
-        dst = tmp_path / "fs" / path.lstrip("/")
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        dst.write_text(src)
-    if environ:
-        (tmp_path / "environ.toml").write_text(
-            "[environ]\n" + "".join('%s = "%s"\n' % kv for kv in environ.items()))
-    return tmp_path
+    return make_snapshot(tmp_path, files=files, commands=list(commands), environ=environ)
 
 
 def _run(snap):

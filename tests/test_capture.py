@@ -21,7 +21,7 @@ from npu_doctor.host import LiveHost, SnapshotHost
 from npu_doctor.redact import Redactor
 from npu_doctor.tomlcompat import tomllib
 
-from conftest import case_path, run_cli
+from conftest import case_path, run_cli, run_cli_subprocess
 
 # -- real outputs with personal and machine-identifying values ---------------------------------
 # nvidia-smi -q, from https://github.com/anderskm/gputil/issues/38 (driver 442.92, 4 GPUs)
@@ -242,6 +242,7 @@ def _members_ok(archive: Path) -> None:
                 assert resolved.startswith("fs/"), (m.name, m.linkname)
 
 
+@pytest.mark.slow
 def test_round_trip_on_this_machine(tmp_path):
     """check through the recorder == check --snapshot of what it wrote (redacted the same way)."""
     out = tmp_path / "cap.tar.gz"
@@ -261,6 +262,7 @@ def test_round_trip_on_this_machine(tmp_path):
         snap.close()
 
 
+@pytest.mark.slow
 def test_sparse_library_keeps_only_what_was_read(tmp_path):
     """A 4 MiB ELF the library probe parses through open_binary: the capture keeps the parts
     it read (zeros elsewhere, real size), records the real sha256, and replays the same facts;
@@ -287,7 +289,7 @@ def test_sparse_library_keeps_only_what_was_read(tmp_path):
     assert [d for d in run.fact_diffs if not d.startswith("replay only:")] == []
     assert run.finding_diffs == []
     libpath = "/opt/xilinx/xrt/lib/libxrt_coreutil.so.2"
-    assert any(l.get("path") == libpath for l in run.live.facts.get("libraries", []))
+    assert any(ln.get("path") == libpath for ln in run.live.facts.get("libraries", []))
     with tarfile.open(out) as tf:
         member = tf.getmember("fs" + libpath)
         kept = tf.extractfile(member).read()
@@ -306,6 +308,7 @@ def test_sparse_library_keeps_only_what_was_read(tmp_path):
     assert a.read_bytes() == b.read_bytes()
 
 
+@pytest.mark.slow
 def test_cli_capture_then_check_matches_live_check(tmp_path):
     out = tmp_path / "board.tar.gz"
     proc = run_cli("capture", "-o", str(out), "--no-redact", timeout=600)
@@ -510,7 +513,10 @@ def test_capture_refuses_an_archive_path_that_is_not_a_regular_file(tmp_path):
     for kind, path in specials:
         real = os.path.realpath(path)
         before = os.lstat(real)
-        line = _one_error_line(run_cli("capture", "--snapshot", str(case_path(K05)), "-o", str(path)))
+        # a child process: a regression that opened the FIFO would block, and only a child
+        # can be timed out
+        line = _one_error_line(run_cli_subprocess("capture", "--snapshot", str(case_path(K05)),
+                                                  "-o", str(path), timeout=60))
         assert kind in line
         after = os.lstat(real)
         assert (stat.S_IFMT(after.st_mode), after.st_ino, after.st_rdev) == \

@@ -1,4 +1,7 @@
-"""The command line: exit codes, JSON on stdout only, one-line errors, --help that teaches."""
+"""The command line: exit codes, JSON on stdout only, one-line errors, --help that teaches.
+
+Most tests run the CLI in-process (run_cli); those about what only a real process shows
+(interpreter exit status, stdout purity, signals, encoding) use run_cli_subprocess."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import json
 
 import pytest
 
-from conftest import case_path, run_cli
+from conftest import case_path, make_snapshot, run_cli, run_cli_subprocess
 
 
 def test_version_and_help():
@@ -19,7 +22,7 @@ def test_version_and_help():
 
 
 def test_live_json_report_follows_the_contract():
-    out = run_cli("check", "--format", "json", "--fail-on", "never")
+    out = run_cli_subprocess("check", "--format", "json", "--fail-on", "never")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["schema"] == "npu-doctor/report/v1"
@@ -31,7 +34,7 @@ def test_live_json_report_follows_the_contract():
 
 
 def test_missing_snapshot_is_exit_2_with_one_line(tmp_path):
-    out = run_cli("check", "--snapshot", str(tmp_path / "nope"))
+    out = run_cli_subprocess("check", "--snapshot", str(tmp_path / "nope"))
     assert out.returncode == 2
     assert out.stdout == ""
     assert len(out.stderr.strip().splitlines()) == 1
@@ -75,8 +78,8 @@ def test_site_rule_fires_and_fail_on_sets_exit_code(tmp_path):
                                  'message = "os is {os.id}"\nevidence = ["os.id"]\n')
     snap = case_path("k05-rk3588-healthy")
     base = ("check", "--snapshot", str(snap), "--rules", str(d))
-    assert run_cli(*base).returncode == 0                      # default --fail-on error
-    assert run_cli(*base, "--fail-on", "warning").returncode == 1
+    assert run_cli_subprocess(*base).returncode == 0                      # default --fail-on error
+    assert run_cli_subprocess(*base, "--fail-on", "warning").returncode == 1
     assert run_cli(*base, "--fail-on", "warning", "--ignore", "site-os-seen").returncode == 0
     out = run_cli(*base, "--format", "json", "--select", "site-os-seen", "--fail-on", "never")
     report = json.loads(out.stdout)
@@ -114,13 +117,10 @@ def test_probe_with_missing_hanging_failing_and_garbage_commands(tmp_path):
         '[[probe]]\nid = "t-hang"\nrun = ["hang"]\nparser = "os_release"\ninto = "t.hang"\ntimeout_s = 0.3\n'
         '[[probe]]\nid = "t-fail"\nrun = ["fail"]\nparser = "os_release"\ninto = "t.fail"\n'
         '[[probe]]\nid = "t-garbage"\nrun = ["garbage"]\nparser = "os_release"\ninto = "t.garbage"\n')
-    snap = tmp_path / "snap"
-    (snap / "fs/etc").mkdir(parents=True)
-    (snap / "fs/etc/os-release").write_text('ID=debian\nVERSION_ID="12"\n')
-    (snap / "commands.toml").write_text(
-        '[[command]]\nargv = ["hang"]\ntimed_out = true\n'
-        '[[command]]\nargv = ["fail"]\nreturncode = 3\nstdout = ""\nstderr = "fail: device not ready"\n'
-        '[[command]]\nargv = ["garbage"]\nreturncode = 0\nstdout = "\\u0000\\u0001 %%%"\n')
+    snap = make_snapshot(tmp_path / "snap", files={"/etc/os-release": 'ID=debian\nVERSION_ID="12"\n'},
+                         commands=[{"argv": ["hang"], "timed_out": True},
+                                   (["fail"], 3, "", "fail: device not ready"),
+                                   (["garbage"], 0, "\x00\x01 %%%")])
     out = run_cli("check", "--snapshot", str(snap), "--probes", str(probes), "--format", "json",
                   "--fail-on", "never")
     assert out.returncode == 0, out.stderr
@@ -136,8 +136,26 @@ def test_probe_with_missing_hanging_failing_and_garbage_commands(tmp_path):
 
 
 def test_python_dash_m_entry_point():
-    out = run_cli("--help")
+    out = run_cli_subprocess("--help")
     assert out.returncode == 0 and "check" in out.stdout
+    assert out.stdout.startswith("Usage: npu-doctor ")  # the console script's name, not `python -m`
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_stdout_that_cannot_encode_unicode_gets_a_whole_report(fmt):
+    """PYTHONIOENCODING=ascii (or a latin-1 locale): no UnicodeEncodeError halfway through;
+    JSON stays lossless (\\u escapes), text replaces what it cannot show."""
+    snap = case_path("k02-rk3588-soc-thermal-throttling")
+    out = run_cli_subprocess("check", "--snapshot", str(snap), "--format", fmt, "--fail-on", "never",
+                             env={"PYTHONIOENCODING": "ascii"})
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert out.stdout.isascii()
+    if fmt == "json":
+        report = json.loads(out.stdout)
+        assert "thermal-throttling" in {f["id"] for f in report["findings"]}
+        assert "°" in json.dumps(report, ensure_ascii=False)  # escaped, not lost
+    else:
+        assert "thermal" in out.stdout.lower()
 
 
 def test_rules_explain_shows_matrix_rows_with_their_sources():
@@ -145,8 +163,8 @@ def test_rules_explain_shows_matrix_rows_with_their_sources():
     assert out.returncode == 0, out.stderr
     assert "Matrix cuda-toolkit-min-driver" in out.stdout
     body = out.stdout.split("\nMatrix ", 1)[1]
-    rows = [l for l in body.splitlines() if l.startswith("  ") and not l.startswith(("   ", "  ["))]
-    sources = [l for l in out.stdout.splitlines() if l.strip().startswith("source:")]
+    rows = [ln for ln in body.splitlines() if ln.startswith("  ") and not ln.startswith(("   ", "  ["))]
+    sources = [ln for ln in out.stdout.splitlines() if ln.strip().startswith("source:")]
     assert rows and len(sources) == len(rows)
     assert all("http" in s for s in sources)
 
@@ -162,6 +180,8 @@ def test_every_matrix_row_has_a_source():
 
 
 def _snap(tmp_path, name, **files):
+    """A snapshot whose metadata files (commands_toml=..., stat_toml=...) hold these exact,
+    usually broken, bytes: make_snapshot only writes valid ones."""
     d = tmp_path / name
     d.mkdir()
     for fn, content in files.items():
@@ -306,7 +326,7 @@ def test_a_site_probe_replaces_a_shipped_one_only_when_it_says_so(tmp_path):
 
 def test_the_data_cache_never_serves_a_changed_rules_file(tmp_path):
     cache = tmp_path / "cache"
-    env = {"NPU_DOCTOR_CACHE_DIR": str(cache)}
+    env = {"NPU_DOCTOR_CACHE_DIR": str(cache), "NPU_DOCTOR_NO_CACHE": None}  # the cache on
     d = tmp_path / "rules"
     d.mkdir()
     rule = ('[[rule]]\nid = "site-note"\nseverity = "info"\ntitle = "t"\nexplain = "e"\n'

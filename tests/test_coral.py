@@ -15,7 +15,7 @@ from npu_doctor.check import Config, run_check
 from npu_doctor.host import SnapshotHost
 from npu_doctor.parsers import coral as P
 
-from conftest import case_path, check_json, fact_values, finding_ids
+from conftest import case_path, check_json, fact_values, finding_ids, make_snapshot
 
 DATA = Path(__file__).resolve().parent / "data" / "coral"
 
@@ -110,16 +110,9 @@ def test_case_c1_12_apex_without_thermal_attributes_is_not_a_coral_fault():
 
 # -- constructed snapshots --------------------------------------------------------------------
 def _snapshot(tmp_path, dpkg=None, files=None):
-    cmds = []
-    if dpkg:
-        cmds.append("[[command]]\nargv = [\"dpkg-query\", \"-W\"]\nreturncode = 0\nstdout = '''\n%s'''\n"
-                    % "".join(f"{k}\t{v}\n" for k, v in dpkg.items()))
-    (tmp_path / "commands.toml").write_text("\n".join(cmds))
-    for path, src in (files or {}).items():
-        dst = tmp_path / "fs" / path.lstrip("/")
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        dst.write_text(src)
-    return tmp_path
+    listing = "".join(f"{k}\t{v}\n" for k, v in (dpkg or {}).items())
+    return make_snapshot(tmp_path, files=files,
+                         commands=[(["dpkg-query", "-W"], 0, listing)] if dpkg else [])
 
 
 def _run(snap):

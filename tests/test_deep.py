@@ -15,8 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
-
 from npu_doctor.check import Config, run_check
 from npu_doctor.deep import runner
 from npu_doctor.deep.probe_model import PROBE_MODEL, PROBE_OPS
@@ -24,6 +22,8 @@ from npu_doctor.deep.sandbox import spawn
 from npu_doctor.facts import Facts
 from npu_doctor.host import SnapshotHost
 from npu_doctor.rules import evaluate, load_rules
+
+from conftest import run_cli
 
 PCI = "0000:00:0b.0"
 PY38 = os.path.expanduser("~/.pyenv/versions/3.8.18/bin/python")

@@ -16,11 +16,18 @@ from pathlib import Path
 
 import pytest
 
+from npu_doctor.host import LiveHost, SnapshotHost
 from npu_doctor.linker import elf as elfmod
 from npu_doctor.linker.elf import ElfError, NotElf, read_elf
-from npu_doctor.host import LiveHost, SnapshotHost
-from npu_doctor.linker.ldso import (Resolver, glibc_version_of, list_output, newest_of_family,
-                             parse_ld_so_cache, parse_ldconfig_p, version_family)
+from npu_doctor.linker.ldso import (
+    Resolver,
+    glibc_version_of,
+    list_output,
+    newest_of_family,
+    parse_ld_so_cache,
+    parse_ldconfig_p,
+    version_family,
+)
 
 GCC = shutil.which("gcc")
 needs_gcc = pytest.mark.skipif(GCC is None, reason="gcc not installed")
@@ -106,7 +113,7 @@ def test_stripped_section_headers_read_through_pt_dynamic(built, tmp_path):
     assert b.needed == a.needed and b.runpath == a.runpath and b.soname == a.soname
     assert {k: [v.version for v in vs] for k, vs in b.version_needs.items()} == \
            {k: [v.version for v in vs] for k, vs in a.version_needs.items()}
-    pa, pb = tmp_path / "p.so", None
+    pa = tmp_path / "p.so"
     data = bytearray(built["prov"].read_bytes())
     struct.pack_into(fmt + "Q", data, 0x28, 0)
     struct.pack_into(fmt + "HHH", data, 0x3A, 0, 0, 0)
@@ -256,7 +263,7 @@ def test_rpath_beats_ld_library_path_but_runpath_does_not(dup_dirs):
 def test_rpath_is_inherited_runpath_is_not(dup_dirs):
     """A's DT_RPATH serves the libraries it loads; a DT_RUNPATH only serves its own needs."""
     root, _a, _b = dup_dirs
-    mid = _consumer(root / "A/libmid.so", root / "A")  # no path of its own; needs libdup.so.1
+    _consumer(root / "A/libmid.so", root / "A")  # no path of its own; needs libdup.so.1
     link = [f"-L{root / 'A'}", "-l:libmid.so"]
     src = "extern const char *via(void);\nconst char *top(void){return via();}\n"
     top_rp = cc(root / "t1/libtop.so", src, *link, "-Wl,--disable-new-dtags,-rpath," + str(root / "A"))
@@ -483,8 +490,10 @@ def test_parse_results_are_kept_across_runs_and_dropped_when_the_file_changes(bu
     code = ("import sys; from npu_doctor.linker import elf; from npu_doctor.host import LiveHost\n"
             "info = elf.read_elf(LiveHost(), sys.argv[1]); elf.save_cache()\n"
             "print(elf.STATS['parsed'], info.soname, ','.join(info.needed))")
-    run = lambda: subprocess.run([sys.executable, "-c", code, str(lib)], env=env, capture_output=True,
-                                 text=True, check=True).stdout.split()
+    def run():
+        return subprocess.run([sys.executable, "-c", code, str(lib)], env=env, capture_output=True,
+                              text=True, check=True).stdout.split()
+
     first = run()
     assert first[0] == "1" and (tmp_path / "cache" / "elf-cache.json").is_file()
     second = run()
@@ -495,3 +504,14 @@ def test_parse_results_are_kept_across_runs_and_dropped_when_the_file_changes(bu
     assert third[0] == "1" and third[1] != first[1]
     (tmp_path / "cache" / "elf-cache.json").write_text("{broken")
     assert run()[0] == "1"                       # a broken cache is ignored, not fatal
+
+
+def test_elf_errors_are_typed_under_the_package_base_error(tmp_path):
+    from npu_doctor.errors import NpuDoctorError
+
+    stub = tmp_path / "libc.so"
+    stub.write_text("/* GNU ld script */\nGROUP ( /lib/libc.so.6 )\n")
+    with pytest.raises(NotElf) as e:
+        read_elf(LiveHost(), str(stub))
+    assert isinstance(e.value, ElfError) and isinstance(e.value, NpuDoctorError)
+    assert str(stub) in str(e.value)

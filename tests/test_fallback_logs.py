@@ -12,10 +12,18 @@ from pathlib import Path
 import pytest
 
 from npu_doctor.collectors.fallback import build_records
-from npu_doctor.parsers.fallback import (aggregate, line_ranges, parse_ascend_aicpu,
-                                              parse_edgetpu, parse_fallback_logs,
-                                              parse_onnxruntime, parse_rknn, parse_torch_npu,
-                                              parse_vitisai, strip_prefix)
+from npu_doctor.parsers.fallback import (
+    aggregate,
+    line_ranges,
+    parse_ascend_aicpu,
+    parse_edgetpu,
+    parse_fallback_logs,
+    parse_onnxruntime,
+    parse_rknn,
+    parse_torch_npu,
+    parse_vitisai,
+    strip_prefix,
+)
 from npu_doctor.tomlcompat import tomllib
 
 from conftest import CASES, case_path, check_json, fact_values, finding_ids, run_cli

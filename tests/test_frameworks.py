@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -220,7 +220,7 @@ def test_live_check_reads_the_application_venv(app_venv):
     assert envs[0]["python"] == str(app_venv / "bin/python") and envs[0]["origin"] == "--python"
     assert envs[0]["version"] == "%d.%d.%d" % sys.version_info[:3]
     # that venv's SDK libraries are the ones the preflight checked
-    libs = [l["path"] for l in rep["facts"]["libraries"] if l["path"].startswith(str(app_venv))]
+    libs = [ln["path"] for ln in rep["facts"]["libraries"] if ln["path"].startswith(str(app_venv))]
     assert any(p.endswith("libopenvino_intel_npu_plugin.so") for p in libs)
     assert any("/onnxruntime/capi/libonnxruntime" in p for p in libs)
 
@@ -305,7 +305,7 @@ def test_collect_env_block_has_every_collect_env_field(app_venv, tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     for label in COLLECT_ENV_LABELS:
-        assert any(l.startswith(label) for l in lines), label
+        assert any(ln.startswith(label) for ln in lines), label
     want = _wheel_versions(app_venv)
     assert f"ONNX Runtime: {want['onnxruntime']} (flavour cpu)" in proc.stdout
     assert "PyTorch version: not found" in lines and "TensorRT: not found" in lines
@@ -314,10 +314,10 @@ def test_collect_env_block_has_every_collect_env_field(app_venv, tmp_path):
     rep = run_cli("check", "--collect-env", "--snapshot", str(app_snapshot(tmp_path, ["torch-2.3.1-cu121"], SMI_418)),
                   "--fail-on", "never")
     other = rep.stdout.splitlines()
-    strip = lambda ls: [l.split(":")[0] for l in ls if ":" in l and not l.startswith(("  ", "["))]  # noqa: E731
+    strip = lambda ls: [ln.split(":")[0] for ln in ls if ":" in ln and not ln.startswith(("  ", "["))]  # noqa: E731
     assert strip(other)[1:] == strip(lines)[1:]
     assert "CUDA used to build PyTorch: 12.1" in other and "Nvidia driver version: 418.67" in other
-    assert any(l.startswith("Is CUDA available: No (built for CUDA 12.1") for l in other)
+    assert any(ln.startswith("Is CUDA available: No (built for CUDA 12.1") for ln in other)
 
 
 def test_python_option_errors_are_one_line(tmp_path):

@@ -18,12 +18,12 @@ FUNCTIONS = {"rate", "increase", "min", "max", "sum", "count", "avg", "by", "wit
 
 
 def exported_names():
-    from test_metrics import sample_tracker
-
     from npu_doctor.watch import metrics
 
+    from test_metrics import sample_tracker
+
     text = metrics.render(metrics.families(sample_tracker(), now=130.0)).decode()
-    return {l.split("{")[0].split()[0] for l in text.splitlines() if l and not l.startswith("#")}
+    return {ln.split("{")[0].split()[0] for ln in text.splitlines() if ln and not ln.startswith("#")}
 
 
 def queries(node):

@@ -14,7 +14,7 @@ from npu_doctor.check import Config, run_check
 from npu_doctor.host import SnapshotHost
 from npu_doctor.parsers import hailo as P
 
-from conftest import case_path, check_json, fact_values, finding_ids
+from conftest import case_path, check_json, fact_values, finding_ids, make_snapshot
 
 DATA = Path(__file__).resolve().parent / "data" / "hailo"
 
@@ -116,16 +116,7 @@ def test_case_c5_09_hef_for_hailo8_on_hailo8l():
 
 # -- constructed snapshots from real samples -------------------------------------------------
 def _snapshot(tmp_path, commands=(), files=None):
-    lines = []
-    for argv, rc, out, err in commands:
-        lines.append("[[command]]\nargv = [%s]\nreturncode = %d\nstdout = '''\n%s'''\nstderr = '''\n%s'''\n"
-                     % (", ".join('"%s"' % a for a in argv), rc, out, err))
-    (tmp_path / "commands.toml").write_text("\n".join(lines))
-    for path, src in (files or {}).items():
-        dst = tmp_path / "fs" / path.lstrip("/")
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        dst.write_text(src)
-    return tmp_path
+    return make_snapshot(tmp_path, files=files, commands=list(commands))
 
 
 def _run(snap):

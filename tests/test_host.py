@@ -12,30 +12,26 @@ import pytest
 from npu_doctor.errors import CommandNotFound, NotFound, SnapshotError
 from npu_doctor.host import LiveHost, SnapshotHost, mode_allows, parse_id_output
 
-from conftest import case_path
+from conftest import case_path, make_snapshot
 
 
-def make_snapshot(tmp_path):
-    fs = tmp_path / "fs"
-    dev = fs / "sys/devices/platform/fdab0000.npu"
-    (dev / "power").mkdir(parents=True)
-    (dev / "power/control").write_text("auto\n")
-    (fs / "sys/class/devfreq").mkdir(parents=True)
-    os.symlink("../../devices/platform/fdab0000.npu", fs / "sys/class/devfreq/real-link")
-    # what git writes for a symlink when core.symlinks=false: the target, no newline
-    (fs / "sys/class/devfreq/stub-link").write_text("../../devices/platform/fdab0000.npu")
-    (fs / "etc").mkdir()
-    (fs / "etc/hostname").write_text("board")  # no newline, no slash: a plain file
-    (tmp_path / "commands.toml").write_text(
-        "[[command]]\nargv = [\"npu-smi\", \"info\"]\nreturncode = 0\nstdout = '''hello\n'''\nstderr = ''\n"
-        "[[command]]\nargv = [\"hang\"]\ntimed_out = true\n")
-    (tmp_path / "stat.toml").write_text(
-        "[[path]]\npath = \"/dev/accel/accel0\"\ntype = \"char\"\nmode = \"0660\"\nuid = 0\ngid = 992\nrdev = \"261:0\"\n")
+def _board(tmp_path):
+    """A small board: a device's power/control reached through a real symlink and a git
+    stub, a plain file, two commands (one hung) and a device node's stat."""
+    make_snapshot(tmp_path, files={
+        "/sys/devices/platform/fdab0000.npu/power/control": "auto\n",
+        # what git writes for a symlink when core.symlinks=false: the target, no newline
+        "/sys/class/devfreq/stub-link": "../../devices/platform/fdab0000.npu",
+        "/etc/hostname": "board",  # no newline, no slash: a plain file
+    }, commands=[(["npu-smi", "info"], 0, "hello\n"), {"argv": ["hang"], "timed_out": True}],
+        stat=[{"path": "/dev/accel/accel0", "type": "char", "mode": "0660", "uid": 0, "gid": 992,
+               "rdev": "261:0"}])
+    os.symlink("../../devices/platform/fdab0000.npu", tmp_path / "fs/sys/class/devfreq/real-link")
     return tmp_path
 
 
 def test_real_symlink_and_git_stub_both_resolve(tmp_path):
-    host = SnapshotHost(str(make_snapshot(tmp_path)))
+    host = SnapshotHost(str(_board(tmp_path)))
     for link in ("real-link", "stub-link"):
         assert host.read_text(f"/sys/class/devfreq/{link}/power/control") == "auto\n"
         assert host.readlink(f"/sys/class/devfreq/{link}") == "../../devices/platform/fdab0000.npu"
@@ -45,13 +41,13 @@ def test_real_symlink_and_git_stub_both_resolve(tmp_path):
 
 
 def test_glob_through_links(tmp_path):
-    host = SnapshotHost(str(make_snapshot(tmp_path)))
+    host = SnapshotHost(str(_board(tmp_path)))
     assert host.glob("/sys/class/devfreq/*/power/control") == [
         "/sys/class/devfreq/real-link/power/control", "/sys/class/devfreq/stub-link/power/control"]
 
 
 def test_files_are_read_afresh(tmp_path):
-    snap = make_snapshot(tmp_path)
+    snap = _board(tmp_path)
     host = SnapshotHost(str(snap))
     assert host.read_attr("/sys/class/devfreq/real-link/power/control") == "auto"
     (snap / "fs/sys/devices/platform/fdab0000.npu/power/control").write_text("on\n")
@@ -59,7 +55,7 @@ def test_files_are_read_afresh(tmp_path):
 
 
 def test_commands_exact_argv_and_not_found(tmp_path):
-    host = SnapshotHost(str(make_snapshot(tmp_path)))
+    host = SnapshotHost(str(_board(tmp_path)))
     res = host.run(["npu-smi", "info"])
     assert res.ok and res.stdout == "hello\n"
     with pytest.raises(CommandNotFound):
@@ -71,9 +67,8 @@ def test_commands_exact_argv_and_not_found(tmp_path):
 
 
 def test_stat_and_permissions_from_stat_toml(tmp_path):
-    snap = make_snapshot(tmp_path)
-    (snap / "commands.toml").write_text(
-        "[[command]]\nargv = [\"id\"]\nreturncode = 0\nstdout = 'uid=1000(u) gid=1000(u) groups=1000(u),27(sudo)'\n")
+    snap = _board(tmp_path)
+    make_snapshot(snap, commands=[(["id"], 0, "uid=1000(u) gid=1000(u) groups=1000(u),27(sudo)")])
     host = SnapshotHost(str(snap))
     st = host.stat("/dev/accel/accel0")
     assert (st.type, st.mode, st.gid, st.rdev) == ("char", 0o660, 992, "261:0")
@@ -84,7 +79,7 @@ def test_stat_and_permissions_from_stat_toml(tmp_path):
 
 
 def test_tar_gz_snapshot(tmp_path):
-    snap = make_snapshot(tmp_path / "snap")
+    snap = _board(tmp_path / "snap")
     archive = tmp_path / "board.tar.gz"
     with tarfile.open(archive, "w:gz") as tf:
         tf.add(snap, arcname="board")

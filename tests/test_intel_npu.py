@@ -13,8 +13,7 @@ import pytest
 from npu_doctor import registry
 from npu_doctor.collectors.intel_npu import npu_name
 from npu_doctor.host import SnapshotHost
-from npu_doctor.parsers.intel_npu import (firmware_blob_version, parse_kernel_log,
-                                          soname_version, split_package_version)
+from npu_doctor.parsers.intel_npu import firmware_blob_version, parse_kernel_log, soname_version, split_package_version
 from npu_doctor.probes import CommandCache, ProbeContext, ProbeSpec
 
 from conftest import case_path, check_json, fact_values, finding_ids

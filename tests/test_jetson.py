@@ -9,13 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import tomli_w
 
 from npu_doctor.matrices import matrix_rows as load_matrix
-from npu_doctor.parsers.jetson import (gpu_load_percent, parse_cudnn_header, parse_nv_tegra_release,
-                                       tensorrt_from_libname)
+from npu_doctor.parsers.jetson import (
+    gpu_load_percent,
+    parse_cudnn_header,
+    parse_nv_tegra_release,
+    tensorrt_from_libname,
+)
 
-from conftest import case_path, check_json, fact_values, finding_ids
+from conftest import case_path, check_json, fact_values, finding_ids, make_snapshot
 
 DATA = Path(__file__).parent / "data" / "jetson"
 R35_PACKAGES = ("nvidia-jetpack\t5.1.2-b104\n"
@@ -92,13 +95,7 @@ def test_case_c2_10_facts():
 
 
 def _snapshot(tmp: Path, files=None, commands=None) -> Path:
-    for path, text in (files or {}).items():
-        p = tmp / "fs" / path.lstrip("/")
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-    if commands:
-        (tmp / "commands.toml").write_text(tomli_w.dumps({"command": commands}))
-    return tmp
+    return make_snapshot(tmp, files=files, commands=commands or None)
 
 
 def _r35(tmp: Path, packages: str = R35_PACKAGES, extra=None) -> Path:

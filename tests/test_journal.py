@@ -14,11 +14,11 @@ import sys
 import tempfile
 import time
 
+from npu_doctor.watch import Event
+from npu_doctor.watch.journal import MESSAGE_IDS, JournalSender, encode, event_fields, stream_is_journal
+
 from conftest import REPO
 from test_watch import Daemon, board, write, zone_temp_file  # noqa: F401  (board: fixture)
-
-from npu_doctor.watch.journal import MESSAGE_IDS, JournalSender, encode, event_fields, stream_is_journal
-from npu_doctor.watch import Event
 
 
 def decode(data: bytes):
@@ -105,7 +105,7 @@ def test_on_a_terminal_the_lines_have_no_priority_prefix(board):  # noqa: F811
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=10)
         os.close(master)
-    line = [l for l in out.decode().splitlines() if "throttling-start" in l]
+    line = [ln for ln in out.decode().splitlines() if "throttling-start" in ln]
     assert line == ["throttling-start soc-thermal: 90.0 °C >= passive trip 85.0 °C"], out
 
 

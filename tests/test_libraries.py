@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from npu_doctor.collectors.logs import match_signatures
-from npu_doctor.linker.elf import read_elf
 from npu_doctor.host import LiveHost, SnapshotHost
+from npu_doctor.linker.elf import read_elf
 from npu_doctor.linker.ldso import Resolver
 from npu_doctor.probes import load_signatures, load_specs
 from npu_doctor.rules import load_rules
 
-from conftest import REPO, case_path, check_json, finding_ids, run_cli
+from conftest import REPO, case_path, check_json, finding_ids, make_snapshot, run_cli
 
 GCC = shutil.which("gcc")
 needs_gcc = pytest.mark.skipif(GCC is None, reason="gcc not installed")
@@ -59,11 +59,9 @@ def ldconfig_p(*entries) -> str:
     return f"{len(entries)} libs found in cache `/etc/ld.so.cache'\n" + body
 
 
-def commands_toml(*cmds) -> str:
-    out = []
-    for argv, stdout in cmds:
-        out.append(f"[[command]]\nargv = {json.dumps(argv)}\nreturncode = 0\nstdout = '''{stdout}'''\n")
-    return "\n".join(out)
+def with_commands(snap: Path, *cmds) -> Path:
+    """Give the snapshot these (argv, stdout) commands, each exiting 0."""
+    return make_snapshot(snap, commands=[(argv, 0, stdout) for argv, stdout in cmds])
 
 
 # -- data files ------------------------------------------------------------------------------
@@ -175,12 +173,12 @@ def test_snapshot_missing_library_with_search_path_and_remedy(sdk_build, tmp_pat
     lib.mkdir(parents=True)
     shutil.copy(sdk_build / "lib/libsdk.so", lib)
     shutil.copy(sdk_build / "lib/libvprov.so.1", lib)
-    (snap / "commands.toml").write_text(commands_toml(
+    with_commands(snap,
         (["ldconfig", "-p"], ldconfig_p(("libc.so.6", "libc6,x86-64", "/lib/x86_64-linux-gnu/libc.so.6"))),
-        (["ldd", "--version"], "ldd (Debian GLIBC 2.36-9+deb12u4) 2.36\n")))
+        (["ldd", "--version"], "ldd (Debian GLIBC 2.36-9+deb12u4) 2.36\n"))
     probes = write_probe_override(tmp_path / "probes", ["/opt/testsdk/**/*.so*"])
     report = check_json(snap, "--probes", str(probes))
-    libs = {l["path"]: l for l in report["facts"]["libraries"]}
+    libs = {ln["path"]: ln for ln in report["facts"]["libraries"]}
     sdk = libs["/opt/testsdk/lib/libsdk.so"]
     assert sdk["missing"] == ["libze_loader.so.1"] and sdk["class"] == "ELF64"
     assert sdk["runpath"] == ["$ORIGIN"] and "RUNPATH /opt/testsdk/lib" in sdk["search_path"]
@@ -204,12 +202,12 @@ def test_snapshot_glibc_fallback_compares_with_libc_version(sdk_build, tmp_path)
     lib = snap / "fs/opt/testsdk/lib"
     lib.mkdir(parents=True)
     shutil.copy(sdk_build / "lib/libsdk.so", lib)
-    (snap / "commands.toml").write_text(commands_toml(
+    with_commands(snap,
         (["ldconfig", "-p"], ldconfig_p(
             ("libvprov.so.1", "libc6,x86-64", "/usr/lib/x86_64-linux-gnu/libvprov.so.1"),
             ("libze_loader.so.1", "libc6,x86-64", "/usr/lib/x86_64-linux-gnu/libze_loader.so.1"),
             ("libc.so.6", "libc6,x86-64", "/lib/x86_64-linux-gnu/libc.so.6"))),
-        (["ldd", "--version"], "ldd (Debian GLIBC 2.36-9+deb12u4) 2.36\n")))
+        (["ldd", "--version"], "ldd (Debian GLIBC 2.36-9+deb12u4) 2.36\n"))
     probes = write_probe_override(tmp_path / "probes", ["/opt/testsdk/**/*.so*"])
     report = check_json(snap, "--probes", str(probes))
     assert report["facts"]["libc"]["version"] == "2.36"
@@ -254,7 +252,7 @@ def test_live_probe_finds_missing_library_and_points_to_the_copy_elsewhere(sdk_b
     proc = run_cli("check", "--probes", str(probes), "--format", "json", "--fail-on", "never",
                    env={"LD_LIBRARY_PATH": str(sdk_build / "ze")})
     report = json.loads(proc.stdout)
-    sdk = next(l for l in report["facts"]["libraries"] if l["path"].endswith("/lib/libsdk.so"))
+    sdk = next(ln for ln in report["facts"]["libraries"] if ln["path"].endswith("/lib/libsdk.so"))
     assert sdk["missing"] == []
 
 
@@ -271,7 +269,7 @@ def test_problem_in_a_dependency_outside_the_sdk_gets_its_own_record(tmp_path):
     proc = run_cli("check", "--probes", str(probes), "--format", "json", "--fail-on", "never",
                    "--select", "missing-shared-library", env={"LD_LIBRARY_PATH": ""})
     report = json.loads(proc.stdout)
-    recs = {l["path"]: l for l in report["facts"]["libraries"]}
+    recs = {ln["path"]: ln for ln in report["facts"]["libraries"]}
     sdk, mid = recs[f"{tmp_path}/sdk/libsdk.so"], recs[f"{tmp_path}/mid/libmid.so"]
     assert sdk["missing"] == [] and mid["missing"] == ["libgone.so.1"]
     assert mid["dependency_of"] == sdk["path"] and mid["sdk"] == "testsdk"
@@ -318,6 +316,7 @@ def _unpack(whl: Path, dest: Path, member_re: str) -> list:
     return out
 
 
+@pytest.mark.slow
 def test_rknn_toolkit_lite2_aarch64_wheel_analysed_on_any_host(request, tmp_path):
     whl = _wheel(request, "rknn-toolkit-lite2==2.5.0", "manylinux_2_17_aarch64", "3.11")
     files = _unpack(whl, tmp_path, r"rknn_runtime\.cpython-311-aarch64-linux-gnu\.so$")
@@ -329,6 +328,7 @@ def test_rknn_toolkit_lite2_aarch64_wheel_analysed_on_any_host(request, tmp_path
     assert [n.version for n in info.version_needs["libc.so.6"]] == ["GLIBC_2.17"]
 
 
+@pytest.mark.slow
 def test_torch_npu_aarch64_wheel_in_an_ascend_board_snapshot(request, tmp_path):
     """libtorch_npu.so (aarch64) in a snapshot of an Atlas board: its $ORIGIN RPATH finds the
     wheel's own libraries (an x86-64 copy earlier on that RPATH is skipped), CANN's
@@ -346,9 +346,9 @@ def test_torch_npu_aarch64_wheel_in_an_ascend_board_snapshot(request, tmp_path):
               "ld-linux-aarch64.so.1", "libdl.so.2", "librt.so.1"]
     entries = [(n, "libc6,AArch64", f"/lib/aarch64-linux-gnu/{n}") for n in system]
     entries.append(("libc.so.6", "libc6,x86-64", "/lib/x86_64-linux-gnu/libc.so.6"))
-    (snap / "commands.toml").write_text(commands_toml(
+    with_commands(snap,
         (["ldconfig", "-p"], ldconfig_p(*entries)),
-        (["ldd", "--version"], "ldd (Ubuntu GLIBC 2.12-1ubuntu1) 2.12\n")))
+        (["ldd", "--version"], "ldd (Ubuntu GLIBC 2.12-1ubuntu1) 2.12\n"))
     host = SnapshotHost(str(snap))
     root = "/usr/local/lib/python3.10/site-packages/torch_npu/lib/libtorch_npu.so"
     node = Resolver(host).tree(root)[0]
@@ -362,7 +362,7 @@ def test_torch_npu_aarch64_wheel_in_an_ascend_board_snapshot(request, tmp_path):
     # whole check: remedy from the table, glibc fallback against the board's 2.12
     probes = write_probe_override(tmp_path / "probes", ["/usr/local/lib/python3.10/**/torch_npu/lib/*.so"])
     report = check_json(snap, "--probes", str(probes))
-    rec = next(l for l in report["facts"]["libraries"] if l["path"] == root)
+    rec = next(ln for ln in report["facts"]["libraries"] if ln["path"] == root)
     assert "libascendcl.so" in rec["missing"]
     assert any(r.startswith("libascendcl.so: CANN's environment is not set") for r in rec["remedies"])
     assert rec["unsatisfied"] and all(u["basis"] == "libc.version" for u in rec["unsatisfied"])
@@ -398,6 +398,7 @@ def _openvino_venv(request) -> Path:
 
 @pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64",
                     reason="the OpenVINO NPU plugin ships for Linux x86-64")
+@pytest.mark.slow
 def test_openvino_2024_4_npu_plugin_without_level_zero(request):
     """Real input on a real host. Fails only on a machine that has libze_loader.so.1, where
     the finding would be wrong; then it is skipped."""
@@ -411,8 +412,8 @@ def test_openvino_2024_4_npu_plugin_without_level_zero(request):
                           capture_output=True, text=True, env=env, cwd=str(REPO), timeout=120)
     assert proc.returncode == 1, proc.stderr  # an error finding: exit 1
     report = json.loads(proc.stdout)
-    plugin = [l for l in report["facts"]["libraries"]
-              if l["path"].endswith("/openvino/libs/libopenvino_intel_npu_plugin.so")]
+    plugin = [ln for ln in report["facts"]["libraries"]
+              if ln["path"].endswith("/openvino/libs/libopenvino_intel_npu_plugin.so")]
     assert len(plugin) == 1 and plugin[0]["sdk"] == "openvino"
     assert plugin[0]["missing"] == ["libze_loader.so.1"]
     assert plugin[0]["rpath"] == ["$ORIGIN"]
@@ -452,6 +453,6 @@ def test_vendor_globs_follow_links_once_and_report_the_real_file(tmp_path):
     probes = write_probe_override(tmp_path / "probes", [f"{base}/**/lib64/*.so*"])
     proc = run_cli("check", "--probes", str(probes), "--format", "json", "--fail-on", "never",
                    "--select", "missing-shared-library")
-    libs = [l for l in json.loads(proc.stdout)["facts"]["libraries"] if l["sdk"] == "testsdk"]
-    assert [l["path"] for l in libs] == [str(real)]
+    libs = [ln for ln in json.loads(proc.stdout)["facts"]["libraries"] if ln["sdk"] == "testsdk"]
+    assert [ln["path"] for ln in libs] == [str(real)]
     assert libs[0]["soname"] == "libv.so.1" and libs[0]["missing"] == []

@@ -19,7 +19,7 @@ from npu_doctor.lock import (LockfileError, check_arch, diff, display_path, load
                              parse_ignore, read_lockfile)
 from npu_doctor.tomlcompat import tomllib
 
-from conftest import REPO, copy_case, run_cli
+from conftest import REPO, copy_case, run_cli, run_cli_subprocess
 
 DRIVER_FILE = "fs/sys/kernel/debug/rknpu/version"
 CONTROL_FILE = "fs/sys/devices/platform/fdab0000.npu/power/control"
@@ -97,7 +97,7 @@ def test_tunable_is_warning_and_fail_on_controls_exit(k05, tmp_path):
     assert rc == 0
     assert [(f["severity"], f["evidence"][0]["locked"], f["evidence"][0]["value"])
             for f in report["findings"]] == [("warning", "on", "auto")]
-    proc = run_cli("verify", str(lf), "--snapshot", str(changed), "--fail-on", "warning")
+    proc = run_cli_subprocess("verify", str(lf), "--snapshot", str(changed), "--fail-on", "warning")
     assert proc.returncode == 1
     assert "power.control changed from on to auto" in proc.stdout
 
@@ -240,7 +240,7 @@ def test_lock_to_stdout_and_rules_explain(k05, tmp_path):
     proc = run_cli("rules", "explain", "lock-drift")
     assert proc.returncode == 0 and "lock-drift (error)" in proc.stdout
     assert "[now]" in proc.stdout and "[persist]" in proc.stdout
-    out = run_cli("lock", "--snapshot", str(k05), "-o", "-")
+    out = run_cli_subprocess("lock", "--snapshot", str(k05), "-o", "-")  # bytes on a real stdout
     assert out.returncode == 0
     lf = tmp_path / "a.lock"
     lock(k05, lf)

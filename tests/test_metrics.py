@@ -20,10 +20,9 @@ from test_watch import Daemon, board, write, zone_temp_file  # noqa: F401  (boar
 
 pytest.importorskip("prometheus_client")
 
-from npu_doctor.watch import metrics  # noqa: E402
 from npu_doctor.facts import Facts  # noqa: E402
 from npu_doctor.probes import ProbeResult  # noqa: E402
-from npu_doctor.watch import Tracker  # noqa: E402
+from npu_doctor.watch import Tracker, metrics  # noqa: E402
 
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
 PROMTOOL = shutil.which("promtool")

@@ -12,7 +12,7 @@ import zipfile
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, run_cli_subprocess
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
@@ -239,6 +239,7 @@ def wheels(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_silero_vad_if_model_and_ifless_model(wheels):
     with_if = lint(wheels["silero_vad.onnx"], "hailo8")
     cf = [f for f in with_if.findings if f.id == "model-control-flow"]
@@ -256,6 +257,7 @@ def test_silero_vad_if_model_and_ifless_model(wheels):
     assert "model-opset-out-of-range" in _ids(lint(wheels["silero_vad_op18_ifless.onnx"], "ascend310"))
 
 
+@pytest.mark.slow
 def test_rapidocr_detection_resize_goes_to_the_cpu_on_rk3588(wheels):
     r = lint(wheels["ch_PP-OCRv4_det_infer.onnx"], "rk3588")
     resize = [f for f in r.findings if f.id == "model-op-unsupported" and f.message.startswith("Resize")]
@@ -278,8 +280,8 @@ def test_cli_json_text_and_exit_codes(tmp_path):
     assert out.returncode == 1
     f = json.loads(out.stdout)["findings"][0]
     assert set(f) == {"id", "severity", "title", "message", "subject", "evidence", "fixes"}
-    assert run_cli("model", bad, "--target", "rk3588").returncode == 0          # warnings only
-    assert run_cli("model", bad, "--target", "rk3588", "--fail-on", "warning").returncode == 1
+    assert run_cli_subprocess("model", bad, "--target", "rk3588").returncode == 0   # warnings only
+    assert run_cli_subprocess("model", bad, "--target", "rk3588", "--fail-on", "warning").returncode == 1
     text = run_cli("model", bad, "--target", "rk3588", "--target", "hailo8").stdout
     assert "Hailo-8" in text and "RK3588" in text and "model-dynamic-shape [image]" in text
     assert "rk3588" in run_cli("model", "--list-targets").stdout

@@ -10,16 +10,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import tomli_w
 
 from npu_doctor.collectors.nvidia import cuda_min_driver
 from npu_doctor.matrices import matrix_rows as load_matrix
-from npu_doctor.parsers.nvidia import (nvidia_upgrades, nvml_failure, parse_cuda_version_file,
-                                       parse_nvcc_version, parse_nvidia_smi_q,
-                                       parse_proc_driver_version, pci_address)
+from npu_doctor.parsers.nvidia import (
+    nvidia_upgrades,
+    nvml_failure,
+    parse_cuda_version_file,
+    parse_nvcc_version,
+    parse_nvidia_smi_q,
+    parse_proc_driver_version,
+    pci_address,
+)
 from npu_doctor.tomlcompat import tomllib
 
-from conftest import case_path, check_json, fact_values, finding_ids
+from conftest import case_path, check_json, fact_values, finding_ids, make_snapshot
 
 DATA = Path(__file__).parent / "data" / "nvidia"
 SMI_418 = (DATA / "smi-q-418.67-v100-sxm2.txt").read_text()
@@ -224,17 +229,7 @@ def test_case_c2_14_nvml_mismatch_after_unattended_upgrade():
 
 # -- check --snapshot: built from real outputs -----------------------------------------------------
 def _snapshot(tmp: Path, files=None, commands=None, logs=None) -> Path:
-    tmp.mkdir(parents=True, exist_ok=True)
-    for path, text in (files or {}).items():
-        p = tmp / "fs" / path.lstrip("/")
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-    if commands:
-        (tmp / "commands.toml").write_text(tomli_w.dumps({"command": commands}))
-    for name, text in (logs or {}).items():
-        (tmp / "logs").mkdir(exist_ok=True)
-        (tmp / "logs" / name).write_text(text)
-    return tmp
+    return make_snapshot(tmp, files=files, commands=commands or None, logs=logs)
 
 
 def test_snapshot_thermal_throttling_and_degraded_width(tmp_path):

@@ -11,6 +11,7 @@ import pytest
 from conftest import REPO
 
 
+@pytest.mark.slow
 def test_wheel_contains_probe_specs_and_rules(tmp_path):
     pytest.importorskip("build")
     out = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir",

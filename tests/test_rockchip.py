@@ -11,10 +11,9 @@ import pytest
 
 from npu_doctor.collectors.rknn_runtime import check_runtime_driver
 from npu_doctor.matrices import shipped_matrices as load_matrices
-from npu_doctor.parsers.rknn import (parse_dist_version, parse_lib_version, parse_runtime_log,
-                                     rknn_model_header)
+from npu_doctor.parsers.rknn import parse_dist_version, parse_lib_version, parse_runtime_log, rknn_model_header
 
-from conftest import case_path, check_json, fact_values, finding_ids
+from conftest import case_path, check_json, fact_values, finding_ids, make_snapshot
 
 DATA = Path(__file__).parent / "data" / "rockchip"
 
@@ -138,13 +137,9 @@ def test_c1_04_driver_096_facts():
 
 
 def _snapshot(tmp_path: Path, log_name: str = None) -> Path:
-    snap = tmp_path / "snap"
+    snap = make_snapshot(tmp_path / "snap", files={"/etc/os-release": 'ID=debian\nVERSION_ID="12"\n'},
+                         logs={log_name: DATA / log_name} if log_name else None)
     (snap / "fs/usr/lib").mkdir(parents=True)
-    (snap / "fs/etc").mkdir(parents=True)
-    (snap / "fs/etc/os-release").write_text('ID=debian\nVERSION_ID="12"\n')
-    if log_name:
-        (snap / "logs").mkdir()
-        shutil.copy(DATA / log_name, snap / "logs" / log_name)
     return snap
 
 
@@ -192,8 +187,8 @@ def test_snapshot_rknn_server_from_other_release(tmp_path):
 
 
 def test_compat_records_join_either_form():
-    from npu_doctor.matrices import set_compat as add_compat
     from npu_doctor.facts import Facts
+    from npu_doctor.matrices import set_compat as add_compat
     as_table, as_list = Facts(), Facts()
     as_list.data["compat"] = [{"matrix": "other", "status": "ok"}]
     for f in (as_table, as_list):

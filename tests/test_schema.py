@@ -4,12 +4,10 @@ the report of every real board case and of this host validates, and so does ever
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from conftest import CASES, REPO
+from conftest import CASES, REPO, run_cli
 from test_watch import Daemon, board, write, zone_temp_file  # noqa: F401  (board: fixture)
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -29,8 +27,7 @@ def errors_of(v, doc):
 
 
 def check_json(*args):
-    res = subprocess.run([sys.executable, "-m", "npu_doctor", "check", "--format", "json", *args],
-                         capture_output=True, text=True, timeout=300, cwd=str(REPO))
+    res = run_cli("check", "--format", "json", *args)
     assert res.returncode in (0, 1), res.stderr
     return json.loads(res.stdout)
 

@@ -17,14 +17,22 @@ import pytest
 from npu_doctor import registry
 from npu_doctor.facts import Facts
 from npu_doctor.host import LiveHost, SnapshotHost
-from npu_doctor.parsers.proc import (cpu_busy_percent, elf_arch, parse_cpu_list, parse_cpuinfo,
-                                     parse_ldd_version, parse_libc_banner, parse_limits,
-                                     parse_loadavg, parse_modules)
+from npu_doctor.parsers.proc import (
+    cpu_busy_percent,
+    elf_arch,
+    parse_cpu_list,
+    parse_cpuinfo,
+    parse_ldd_version,
+    parse_libc_banner,
+    parse_limits,
+    parse_loadavg,
+    parse_modules,
+)
 from npu_doctor.probe_runner import _run_one
 from npu_doctor.probes import CommandCache, ProbeSpec, load_signatures
 from npu_doctor.rules import RuleSet, evaluate, load_rule_file
 
-from conftest import REPO, case_path, check_json, copy_case, finding_ids
+from conftest import REPO, case_path, check_json, copy_case, finding_ids, make_snapshot
 
 registry.load_all()
 
@@ -36,12 +44,7 @@ def probe(host, collector, args=None, **options):
 
 
 def write(snap: Path, path: str, text) -> None:
-    p = snap / "fs" / path.lstrip("/")
-    p.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(text, bytes):
-        p.write_bytes(text)
-    else:
-        p.write_text(text)
+    make_snapshot(snap, files={path: text})
 
 
 def add_command(snap: Path, argv, stdout="", stderr="", returncode=0) -> None:
@@ -332,7 +335,7 @@ def test_cpuinfo_of_arm_and_x86_layouts():
     got = parse_cpuinfo(live)
     assert got["count"] == live.count("\nprocessor") + live.startswith("processor")
     if platform.machine() == "x86_64":
-        first_model = next(l for l in live.splitlines() if l.startswith("model name")).split(":", 1)[1].strip()
+        first_model = next(ln for ln in live.splitlines() if ln.startswith("model name")).split(":", 1)[1].strip()
         assert got["model"] == " ".join(first_model.split())
     with pytest.raises(ValueError):
         parse_cpuinfo("garbage without processors")
@@ -426,7 +429,7 @@ def test_memlock_from_a_real_limits_file_and_unlimited(tmp_path):
         assert res.facts.get("limits.memlock_unlimited") is True
     else:
         assert res.facts.get("limits.memlock_bytes") == row["soft"]
-    lines = [l for l in real.splitlines() if l.startswith("Max locked memory")]
+    lines = [ln for ln in real.splitlines() if ln.startswith("Max locked memory")]
     unlimited = real.replace(lines[0], "Max locked memory         unlimited            unlimited            bytes     ")
     write(snap, "/proc/self/limits", unlimited)
     res = probe(host, "limits")
@@ -549,8 +552,9 @@ def test_c1_04_kernel_and_os_facts_end_to_end():
 
 
 def test_live_check_reports_this_machine():
-    from conftest import run_cli
     import json
+
+    from conftest import run_cli
 
     proc = run_cli("check", "--format", "json", "--fail-on", "never")
     assert proc.returncode == 0, proc.stderr

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, run_cli
 
 
 def directives(text):
@@ -26,9 +26,6 @@ def directives(text):
     return out
 
 
-def run_cli(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "npu_doctor", *args], capture_output=True, text=True,
-                          cwd=str(REPO), timeout=120, **kw)
 
 
 @pytest.fixture
@@ -45,7 +42,7 @@ def unit_of(root):
 
 def test_install_prints_what_it_wrote_and_runs_this_interpreter(installed):
     root, out = installed
-    wrote = [l.split()[1] for l in out.splitlines() if l.startswith(("wrote ", "created "))]
+    wrote = [ln.split()[1] for ln in out.splitlines() if ln.startswith(("wrote ", "created "))]
     assert "/etc/systemd/system/npu-doctor.service" in wrote
     assert "/etc/udev/rules.d/70-npu-doctor-runtime-pm.rules" in wrote
     assert "/etc/npu-doctor/npu-doctor.env" in wrote
@@ -151,7 +148,7 @@ def test_exposure_is_at_most_3_0(installed):
     out = subprocess.run(["systemd-analyze", "security", "--offline=yes", "--threshold=30",
                           str(unit_of(installed[0]))], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout[-800:] + out.stderr[-800:]
-    level = [l for l in out.stdout.splitlines() if "Overall exposure level" in l]
+    level = [ln for ln in out.stdout.splitlines() if "Overall exposure level" in ln]
     assert level, out.stdout[-500:]
     assert float(level[0].split(":")[-1].split()[0]) <= 3.0
 

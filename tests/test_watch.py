@@ -158,6 +158,7 @@ def test_watch_lifecycle_under_systemd_notify(board, tmp_path):
         d.close()
 
 
+@pytest.mark.slow
 def test_hung_probe_stops_the_watchdog_pings(board, tmp_path):
     probes = tmp_path / "probes"
     probes.mkdir()
@@ -169,7 +170,7 @@ def test_hung_probe_stops_the_watchdog_pings(board, tmp_path):
     d = Daemon(board, "--interval", "0.2", "--check-interval", "3600", "--probes", str(probes),
                watchdog_usec=400000)
     try:
-        ready = d.wait_note("READY=1", 20)
+        assert d.wait_note("READY=1", 20) is not None
         # each sample waits for the hung tool: pings come ~3 s apart, far past WATCHDOG_USEC,
         # so systemd would kill and restart the daemon
         nxt = d.wait_note("WATCHDOG=1", 10)
@@ -196,7 +197,7 @@ def test_no_notify_socket_is_fine_and_journal_lines_have_priority(board):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0
-    lines = [l for l in out.splitlines() if "throttling-start" in l]
+    lines = [ln for ln in out.splitlines() if "throttling-start" in ln]
     assert lines == ["<4>throttling-start soc-thermal: 90.0 °C >= passive trip 85.0 °C"]
 
 
@@ -226,8 +227,8 @@ def test_textfile_metrics_are_written(board, tmp_path):
 def test_zones_sharing_a_type_are_tracked_and_exported_apart(tmp_path):
     pytest.importorskip("prometheus_client")
     from npu_doctor.facts import Facts
-    from npu_doctor.watch.metrics import write_textfile
     from npu_doctor.watch import Tracker
+    from npu_doctor.watch.metrics import write_textfile
 
     def sample(t0, t1):
         f = Facts()
@@ -247,8 +248,8 @@ def test_zones_sharing_a_type_are_tracked_and_exported_apart(tmp_path):
     path = write_textfile(str(tmp_path), tr)
     text = open(path).read()
     for zone, temp in (("thermal_zone0", "85.0"), ("thermal_zone1", "90.0")):
-        line = [l for l in text.splitlines()
-                if l.startswith("npu_doctor_thermal_zone_temperature_celsius") and zone in l]
+        line = [ln for ln in text.splitlines()
+                if ln.startswith("npu_doctor_thermal_zone_temperature_celsius") and zone in ln]
         assert len(line) == 1 and line[0].endswith(temp)
 
 

@@ -64,6 +64,8 @@ def compare_runs(live: Dict[str, Any], replay: Dict[str, Any]) -> List[str]:
 
 
 def finding_keys(findings: Sequence[Any]) -> List[Tuple[str, str, str, str]]:
+    """Findings as sorted (id, severity, subject, message) tuples: what a capture's replay must
+    reproduce (CaptureRun.finding_diffs compares these)."""
     return sorted((f.id, f.severity, f.subject, f.message) for f in findings)
 
 

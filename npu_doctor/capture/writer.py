@@ -149,6 +149,9 @@ class CaptureWriter:
         self.tree.placeholders.discard(real)
 
     def build(self) -> None:
+        """Lay out the snapshot under the writer's tree from what the recorder saw: whole files
+        copied, ranged reads kept sparse (size and sha256 recorded), symlinks kept; a path that
+        cannot be laid out goes to `left_out` with the reason. Raises OSError from the output."""
         rec = self.rec
         opened: Dict[str, Tuple[str, List[Tuple[int, int]]]] = {}
         for path in sorted(rec.whole):

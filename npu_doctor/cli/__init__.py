@@ -6,7 +6,9 @@ stdout carries only the report, so `--format json` output always parses.
 """
 
 from __future__ import annotations
+
 import sys
+from typing import List, Optional
 
 import click
 
@@ -15,8 +17,8 @@ from ..errors import NpuDoctorError
 from .capture import capture
 from .check import check
 from .common import EXIT_INTERRUPTED, EXIT_OK, _fail
-from .lock import lock, verify
 from .explain import explain
+from .lock import lock, verify
 from .model import model_cmd
 from .rules import rules
 from .service import service
@@ -51,11 +53,32 @@ for _cmd in (check, rules, lock, verify, capture, watch, fix, model_cmd, explain
     main.add_command(_cmd)
 
 
-def run() -> None:
+def _lossy_on_legacy_encodings() -> None:
+    """On a stdout/stderr that cannot encode Unicode (PYTHONIOENCODING=ascii, a latin-1
+    locale), replace what it cannot show instead of dying with UnicodeEncodeError halfway
+    through a report. JSON reports escape non-ASCII themselves (report.render_json)."""
+    from ..report import stdout_is_unicode
+
+    if stdout_is_unicode():
+        return
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="replace")
+            except (ValueError, OSError):  # pragma: no cover - a closed or detached stream
+                pass
+
+
+def run(argv: Optional[List[str]] = None) -> None:
     """Entry point: usage errors and stray NpuDoctorErrors become one line and exit 2;
-    Ctrl-C is exit 130 (not 1, which means "findings")."""
+    Ctrl-C is exit 130 (not 1, which means "findings"). Always ends in SystemExit.
+
+    `argv` (default: sys.argv[1:]) lets the tests run the CLI in-process, as the console
+    script would."""
+    _lossy_on_legacy_encodings()
     try:
-        rv = main(standalone_mode=False)
+        rv = main(args=argv, prog_name="npu-doctor", standalone_mode=False)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except click.UsageError as e:

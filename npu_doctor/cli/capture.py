@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-
 import click
 
 from ..errors import ConfigError, HostError, SnapshotError
-from .common import (_fail, _open_host, _progress_printer, host_options, plural, show_progress)
+from .common import _fail, _open_host, _progress_printer, host_options, plural, show_progress
 
 
 @click.command()

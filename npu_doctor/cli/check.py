@@ -7,8 +7,7 @@ import sys
 import click
 
 from ..errors import ConfigError, HostError, SnapshotError
-from .common import (_fail, _open_host, _progress_printer, _use_color, exit_for,
-                     host_options, show_progress)
+from .common import _fail, _open_host, _progress_printer, _use_color, exit_for, host_options, show_progress
 
 
 @click.command()
@@ -73,7 +72,7 @@ def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, s
 
         sys.stdout.write(render_collect_env(result))
     elif fmt == "json":
-        sys.stdout.write(render_json(result))
+        sys.stdout.write(render_json(result, ensure_ascii=not stdout_is_unicode()))
     else:
         sys.stdout.write(render_text(result, verbose=verbose, color=_use_color(color),
                                      unicode=stdout_is_unicode()))

@@ -7,8 +7,7 @@ import sys
 import click
 
 from ..errors import ConfigError, HostError, SnapshotError
-from .common import (_fail, _open_host, _progress_printer, exit_for,
-                     host_options, plural, show_progress)
+from .common import _fail, _open_host, _progress_printer, exit_for, host_options, plural, show_progress
 
 
 def _facts_for_lock(snapshot, probe_dirs, rule_dirs, logs):
@@ -105,8 +104,17 @@ def verify(lockfile, snapshot, probe_dirs, rule_dirs, logs, ignore_paths, fmt, f
     """
     import json
 
-    from ..lock import (LockfileError, build_manifest, check_arch, count_locked, diff,
-                       drift_findings, load_spec, parse_ignore, read_lockfile)
+    from ..lock import (
+        LockfileError,
+        build_manifest,
+        check_arch,
+        count_locked,
+        diff,
+        drift_findings,
+        load_spec,
+        parse_ignore,
+        read_lockfile,
+    )
     from ..rules import load_rules
 
     try:

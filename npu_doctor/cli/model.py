@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Dict
 
 import click
 
-from .common import EXIT_OK, _fail, exit_for
 from ..errors import ConfigError, ModelError
+from .common import EXIT_OK, _fail, exit_for
 
 _MARKS = {"error": "x", "warning": "!", "info": "i"}
 
@@ -22,7 +23,7 @@ def _list_targets(target_dirs) -> None:
 
     for tid, path in sorted(target_files(list(target_dirs)).items()):
         t = parse_target(path)
-        counts = {}
+        counts: Dict[str, int] = {}
         for p in t.placement.values():
             counts[p] = counts.get(p, 0) + 1
         opset = f"opset {t.opset_min or '?'}-{t.opset_max or '?'}" if (t.opset_min or t.opset_max) else "opset n/a"

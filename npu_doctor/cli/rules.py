@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-
 import click
 
 from ..errors import ConfigError
-from .common import (_fail)
+from .common import _fail
 
 
 @click.group()
@@ -80,9 +79,10 @@ def rules_explain(rule_id, rule_dirs):
         _fail(str(e))
     if entries:
         click.echo(f"\nCatalog entries that raise it ({len(entries)}; `npu-doctor explain CODE` for one):")
-        for e in entries:
-            head = " ".join(x for x in (e.mnemonic, f"({e.code})" if e.code and e.mnemonic else e.code) if x)
-            click.echo(f"  [{e.catalog}] {head or e.key}: {e.meaning}")
+        for entry in entries:
+            head = " ".join(x for x in (entry.mnemonic, f"({entry.code})" if entry.code and entry.mnemonic
+                                        else entry.code) if x)
+            click.echo(f"  [{entry.catalog}] {head or entry.key}: {entry.meaning}")
     files = sorted({rule.file} | {m.file for m in rule.matches if m.file and m.file != "catalogs"})
     click.echo("\nDefined in " + ", ".join(files))
 

@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from .common import EXIT_OK, _fail
 from ..deploy.service import DEBIAN_TEXTFILE_DIR
+from .common import EXIT_OK, _fail
 
 
 @click.group()

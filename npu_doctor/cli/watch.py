@@ -8,8 +8,7 @@ import sys
 import click
 
 from ..errors import ConfigError, HostError, SnapshotError
-from .common import (EXIT_OK, _fail, _open_host, host_options)
-
+from .common import EXIT_OK, _fail, _open_host, host_options
 
 
 @click.command()

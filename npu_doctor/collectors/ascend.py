@@ -23,9 +23,9 @@ from typing import Any, Dict, List, Optional
 from .. import versions
 from ..errors import CommandNotFound, HostError
 from ..facts import Facts
+from ..matrices import matrix_rows, set_compat
 from ..parsers import ascend as P
 from ..probes import NoData, ProbeContext, ProbeError
-from ..matrices import matrix_rows, set_compat
 from ..registry import collector, deriver
 
 ROOTS = ("/usr/local/Ascend",)

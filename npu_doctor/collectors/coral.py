@@ -22,11 +22,11 @@ from typing import Any, Dict, List, Optional
 from .. import versions
 from ..errors import CommandNotFound, HostError
 from ..facts import Facts
+from ..matrices import matrix_rows
 from ..parsers import coral as P
 from ..probes import NoData, ProbeContext
-from ..sysfs import module_version
 from ..registry import collector, deriver
-from ..matrices import matrix_rows
+from ..sysfs import module_version
 from .packages import installed_packages
 
 LIB_GLOBS = ("/usr/lib/*-linux-gnu/libedgetpu.so.1*", "/usr/lib/libedgetpu.so.1*",

@@ -31,9 +31,9 @@ from .. import pyenv, versions
 from ..errors import HostError
 from ..facts import Facts
 from ..host import Host
+from ..matrices import matrix_rows as load_matrix
 from ..probes import NoData, ProbeContext
 from ..registry import collector, deriver
-from ..matrices import matrix_rows as load_matrix
 
 #: /proc/cpuinfo flags that inference libraries (oneDNN, XNNPACK, MLAS, KleidiAI) dispatch on.
 INFERENCE_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",

@@ -23,9 +23,9 @@ from ..errors import CommandNotFound, HostError
 from ..facts import Facts
 from ..parsers import hailo as P
 from ..probes import NoData, ProbeContext, ProbeError
+from ..registry import collector, deriver
 from ..sysfs import module_version
 from .packages import installed_packages
-from ..registry import collector, deriver
 
 IDENTIFY = ["hailortcli", "fw-control", "identify"]
 CLI_VERSION = ["hailortcli", "--version"]

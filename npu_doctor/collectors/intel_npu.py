@@ -28,11 +28,11 @@ from .. import versions
 from ..errors import HostError
 from ..facts import Facts
 from ..host import Host
+from ..matrices import matrix_rows, set_compat
 from ..parsers.intel_npu import firmware_blob_version, parse_kernel_log, soname_version
 from ..probes import NoData, ProbeContext
-from ..sysfs import accel_devices
-from ..matrices import matrix_rows, set_compat
 from ..registry import collector, deriver
+from ..sysfs import accel_devices
 from .logs import kernel_log
 from .rknn_runtime import python_dists
 

@@ -23,13 +23,12 @@ from typing import Any, Dict, List, Optional
 from .. import versions
 from ..facts import Facts
 from ..host import Host
+from ..matrices import matrix_rows, matrix_source, set_compat
 from ..parsers.dpkg import upstream_version
-from ..parsers.jetson import (gpu_load_percent, parse_cudnn_header, parse_nv_tegra_release,
-                              tensorrt_from_libname)
+from ..parsers.jetson import gpu_load_percent, parse_cudnn_header, parse_nv_tegra_release, tensorrt_from_libname
 from ..probes import NoData, ProbeContext, ProbeError
 from ..registry import collector, deriver
 from .packages import installed_packages
-from ..matrices import matrix_rows, matrix_source, set_compat
 
 RELEASE_FILE = "/etc/nv_tegra_release"
 MODEL_FILES = ("/proc/device-tree/model", "/sys/firmware/devicetree/base/model")

@@ -31,12 +31,12 @@ import re
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..linker import elf as elfmod
 from .. import versions
-from ..linker.elf import ElfError, NotElf, read_elf
 from ..errors import HostError
 from ..facts import Facts
 from ..host import Host
+from ..linker import elf as elfmod
+from ..linker.elf import ElfError, NotElf, read_elf
 from ..linker.ldso import Node, Resolver, glibc_version_of
 from ..probes import NoData, ProbeContext
 from ..registry import collector, deriver

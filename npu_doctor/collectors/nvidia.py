@@ -29,10 +29,16 @@ from .. import versions
 from ..errors import CommandNotFound
 from ..facts import Facts
 from ..host import Host
-from ..parsers.nvidia import (nvidia_upgrades, nvml_failure, parse_cuda_version_file,
-                              parse_nvcc_version, parse_nvidia_smi_q, parse_proc_driver_version)
-from ..probes import NoData, ProbeContext, ProbeError
 from ..matrices import matrix_rows, matrix_source, set_compat
+from ..parsers.nvidia import (
+    nvidia_upgrades,
+    nvml_failure,
+    parse_cuda_version_file,
+    parse_nvcc_version,
+    parse_nvidia_smi_q,
+    parse_proc_driver_version,
+)
+from ..probes import NoData, ProbeContext, ProbeError
 from ..registry import collector, deriver
 from ..sysfs import module_version
 

@@ -26,9 +26,9 @@ from .. import versions
 from ..errors import HostError
 from ..facts import Facts
 from ..host import Host
+from ..matrices import set_compat, shipped_matrices
 from ..parsers.rknn import parse_dist_version, parse_lib_version, parse_runtime_log
 from ..probes import NoData, ProbeContext
-from ..matrices import set_compat, shipped_matrices
 from ..registry import collector, deriver
 from .logscan import scan_logs
 

@@ -69,8 +69,7 @@ def _nvidia(host: Host, accel: Dict[str, Any]) -> Optional[Counter]:
         r = host.run(argv, timeout=5.0)
         if r.returncode != 0:
             return None
-        vals = [_float(x) for x in r.stdout.split()]
-        vals = [v for v in vals if v is not None]
+        vals = [v for v in (_float(x) for x in r.stdout.split()) if v is not None]
         return max(vals) if vals else None
     return Counter("utilization.gpu", "$ " + " ".join(argv), "gauge", read, "%")
 
@@ -124,6 +123,7 @@ class Sampler:
         return self
 
     def _loop(self) -> None:
+        assert self.counter is not None  # started only with a counter
         while not self._stop.wait(self.interval):
             v = self.counter.read()
             if v is not None and (self.peak is None or v > self.peak):
@@ -143,7 +143,8 @@ class Sampler:
         if c is None:
             return None
         if c.kind == "cumulative":
-            delta = self.after - self.before if None not in (self.after, self.before) else None
+            after, before = self.after, self.before
+            delta = after - before if after is not None and before is not None else None
         else:
             during = [v for v in (self.peak, self.after) if v is not None]
             delta = max(during) - self.before if during and self.before is not None else None

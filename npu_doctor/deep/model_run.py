@@ -82,7 +82,7 @@ def run_model(path: str, runtime: Optional[str] = None, device: Optional[str] = 
         from ..check import Config, run_check
 
         facts = run_check(host, Config.load((), rule_dirs), select=("no-accelerator-found",)).facts
-    kwargs = {"timeout_s": timeout_s} if timeout_s else {}
+    kwargs: Dict[str, Any] = {"timeout_s": timeout_s} if timeout_s else {}
     deep_facts, rows = deep_runs(host, facts, python=python, model=os.path.abspath(path),
                                  model_format=fmt, runtime=runtime, device=device,
                                  shapes=shapes, values=values, **kwargs)

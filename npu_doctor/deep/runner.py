@@ -112,9 +112,10 @@ def run_plan(plan: Plan, host: Host, facts: Facts, python: str, model: str,
     rec: Dict[str, Any] = {"requested": plan.device, "kind": plan.kind,
                            "runtime_offers_accelerator": plan.offers_accelerator,
                            "model": model, "python": python, "wall_s": round(sub.wall_s, 3)}
-    for k, v in (("vendor", plan.vendor), ("peak_rss_bytes", sub.peak_rss_bytes)):
-        if v is not None:
-            rec[k] = v
+    if plan.vendor is not None:
+        rec["vendor"] = plan.vendor
+    if sub.peak_rss_bytes is not None:
+        rec["peak_rss_bytes"] = sub.peak_rss_bytes
     for k in ("version", "load_ms", "cold_ms", "warm_ms", "warm_min_ms", "warm_runs",
               "warm_total_ms", "registered", "execution_devices", "placement_source",
               "placement_error"):

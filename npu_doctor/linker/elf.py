@@ -14,9 +14,9 @@ dependency tree that meets the same libc a hundred times parse each file once.
 Formats: System V gABI "Dynamic Section"; LSB Core "Symbol Versioning"
 (https://refspecs.linuxfoundation.org/LSB_5.0.0/LSB-Core-generic/LSB-Core-generic/symversion.html).
 
-Errors: `NotElf` (not an ELF file: a linker script such as libc.so, a text stub, a truncated
-file) and `ElfError` (an ELF file pyelftools cannot read); host errors (NotFound,
-AccessDenied) pass through.
+Errors (npu_doctor.errors.NpuDoctorError underneath): `ElfError` (an ELF file pyelftools
+cannot read) and its subclass `NotElf` (not an ELF file: a linker script such as libc.so, a
+text stub, a truncated file); host errors (NotFound, AccessDenied) pass through.
 """
 
 from __future__ import annotations
@@ -26,10 +26,18 @@ import os
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..host import Host
-
 from .elfparse import _parse
-from .elftypes import (_LOCK, ELF_MAGIC, STATS, VER_FLG_BASE, VER_FLG_WEAK, ElfError,  # noqa: F401
-                       ElfInfo, NotElf, VersionNeed)
+from .elftypes import (  # noqa: F401
+    _LOCK,
+    ELF_MAGIC,
+    STATS,
+    VER_FLG_BASE,
+    VER_FLG_WEAK,
+    ElfError,
+    ElfInfo,
+    NotElf,
+    VersionNeed,
+)
 
 _CACHE: Dict[Tuple[Any, ...], ElfInfo] = {}
 _CACHE_MAX = 8192

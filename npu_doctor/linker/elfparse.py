@@ -6,7 +6,6 @@ from __future__ import annotations
 import struct
 from typing import Any, BinaryIO, Dict, Optional, Tuple
 
-
 from .arch import arch_of
 from .elftypes import _LOCK, ELF_MAGIC, STATS, VER_FLG_BASE, VER_FLG_WEAK, ElfError, ElfInfo, NotElf, VersionNeed
 
@@ -49,7 +48,7 @@ class _PyElf:
                     self.__dict__.update(cached)
 
         if getattr(elffile, "ELFStructs", None) is ELFStructs:
-            elffile.ELFStructs = _MemoStructs  # type: ignore[attr-defined]
+            elffile.ELFStructs = _MemoStructs  # type: ignore[attr-defined,misc]
         self.ELFFile = elffile.ELFFile
         self.ELFError = ELFError
         self.DynamicSection = DynamicSection
@@ -173,7 +172,7 @@ def _from_sections(elf: Any, info: ElfInfo) -> None:
     else:  # truncated table: let pyelftools report it
         for i in range(n):
             t = elf.get_section(i)["sh_type"]
-            if t in _SHT_WANTED.values() and t not in wanted:
+            if isinstance(t, str) and t in _SHT_WANTED.values() and t not in wanted:
                 wanted[t] = i
     if "SHT_DYNAMIC" in wanted:
         dyn = elf.get_section(wanted["SHT_DYNAMIC"])
@@ -236,7 +235,7 @@ def _from_segments(elf: Any, f: _CountingFile, info: ElfInfo) -> None:
     pos = off(raw["DT_VERNEED"]) if "DT_VERNEED" in raw else None
     for _ in range(min(raw.get("DT_VERNEEDNUM", 0), 65536) if pos is not None else 0):
         budget.take()
-        f.seek(pos)
+        f.seek(pos)  # type: ignore[arg-type]  # not None: the loop runs only then
         _ver, cnt, vn_file, vn_aux, vn_next = struct.unpack(end + "HHIII", f.read(16))
         needs = info.version_needs.setdefault(cstr(vn_file), [])
         apos = pos + vn_aux
@@ -256,7 +255,7 @@ def _from_segments(elf: Any, f: _CountingFile, info: ElfInfo) -> None:
         info.has_version_defs = True
     for _ in range(min(raw.get("DT_VERDEFNUM", 0), 65536) if pos is not None else 0):
         budget.take()
-        f.seek(pos)
+        f.seek(pos)  # type: ignore[arg-type]  # not None: the loop runs only then
         _ver, flags, _ndx, cnt, _hash, vd_aux, vd_next = struct.unpack(end + "HHHHIII", f.read(20))
         if cnt and not flags & VER_FLG_BASE:
             f.seek(pos + vd_aux)

@@ -7,17 +7,19 @@ import threading
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from ..errors import NpuDoctorError
 
 ELF_MAGIC = b"\x7fELF"
 VER_FLG_BASE = 0x1
 VER_FLG_WEAK = 0x2
 
-class NotElf(Exception):
+
+class ElfError(NpuDoctorError):
+    """An ELF file whose dynamic or version data cannot be read (message: path and cause)."""
+
+
+class NotElf(ElfError):
     """The file is not an ELF object (linker script, text, empty, truncated header)."""
-
-
-class ElfError(Exception):
-    """An ELF file whose dynamic or version data cannot be read."""
 
 
 @dataclass

@@ -8,8 +8,6 @@ import struct
 from dataclasses import dataclass
 from typing import List, Optional
 
-
-
 CACHE_FILE = "/etc/ld.so.cache"
 LDCONFIG_P = ["ldconfig", "-p"]
 OLD_MAGIC = b"ld.so-1.7.0"

@@ -32,7 +32,6 @@ Each SDK library is analysed as if dlopen()ed on its own.
 
 from __future__ import annotations
 
-
 import fnmatch
 import posixpath
 import re
@@ -40,10 +39,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .elf import ElfError, ElfInfo, NotElf, read_elf
 from ..errors import CommandNotFound, HostError
 from ..host import Host
-
+from .elf import ElfError, ElfInfo, NotElf, read_elf
 from .ldcache import CACHE_FILE, LDCONFIG_P, CacheEntry, parse_ld_so_cache, parse_ldconfig_p
 
 #: Multiarch triplets per e_machine (Debian/Ubuntu), for default dirs and `$LIB`.
@@ -255,17 +253,17 @@ class Resolver:
                 if self._try(d, name, info, res):
                     res.path, res.via = posixpath.join(d, name), via
                     return res
-        for entry in self.cache.get(name, []):
-            if not entry.accepts(info.elf_class, info.e_machine):
+        for cached in self.cache.get(name, []):
+            if not cached.accepts(info.elf_class, info.e_machine):
                 continue
-            if self.host.exists(entry.path):
-                if self._try(posixpath.dirname(entry.path), posixpath.basename(entry.path), info, res):
-                    res.path, res.via = entry.path, "ld.so.cache"
+            if self.host.exists(cached.path):
+                if self._try(posixpath.dirname(cached.path), posixpath.basename(cached.path), info, res):
+                    res.path, res.via = cached.path, "ld.so.cache"
                     res.tried.append("ld.so.cache")
                     return res
             elif self.host.source != "live":
                 # listed by the captured loader cache, file not captured: present on the board
-                res.path, res.via, res.captured = entry.path, "ld.so.cache", False
+                res.path, res.via, res.captured = cached.path, "ld.so.cache", False
                 res.tried.append("ld.so.cache")
                 return res
         res.tried.append("ld.so.cache" if self.cache_known else "ld.so.cache (not available)")
@@ -287,7 +285,8 @@ class Resolver:
         nodes: List[Node] = []
         by_path: Dict[str, Node] = {}
         loaded: Dict[str, str] = {}  # DT_NEEDED name or SONAME -> path (ld.so _dl_name_match_p)
-        queue = deque([(root, info, None, ())])  # type: ignore[var-annotated]
+        queue: "deque[Tuple[str, ElfInfo, Optional[str], Tuple[Tuple[str, str], ...]]]" = \
+            deque([(root, info, None, ())])
         first = Node(root, info, None)
         by_path[root] = first
         if info.soname:
@@ -336,7 +335,7 @@ class Resolver:
                 continue  # not a DT_NEEDED of this object, or already reported missing
             if res.via == "assumed":
                 continue
-            provider = self.elf(res.path) if res.captured else None
+            provider = self.elf(res.path) if res.captured and res.path is not None else None
             for need in needs:
                 if need.weak:
                     continue

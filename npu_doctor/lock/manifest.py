@@ -6,9 +6,6 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
-import posixpath
-import re
-import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .. import __version__

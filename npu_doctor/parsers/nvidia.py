@@ -28,8 +28,12 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..registry import parser
-from .nvidia_versions import (nvidia_upgrades, parse_cuda_version_file, parse_nvcc_version,  # noqa: F401
-                              parse_proc_driver_version)
+from .nvidia_versions import (  # noqa: F401
+    nvidia_upgrades,
+    parse_cuda_version_file,
+    parse_nvcc_version,
+    parse_proc_driver_version,
+)
 
 _KV_RE = re.compile(r"^(\S.*?)\s+:\s?(.*)$")
 _GPU_HDR_RE = re.compile(r"^GPU\s+([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]+)\s*$")

@@ -14,7 +14,6 @@ from ..host import Host
 from ..probe_runner import run_probes
 from ..probes import ProbeSpec
 from ..sdnotify import Notifier
-
 from .events import DEFAULT_FAST_AREAS, Event, Tracker
 
 
@@ -72,7 +71,7 @@ class Watcher:
 
     def emit(self, ev: Event) -> None:
         """One event: to the journal (native protocol) when stdout is the journal, else one
-        line on `out` (JSON, or journal style with the `<N>` prefix unless on a terminal)."""
+        line on `out` (JSON, or journal style with the `<N>` prefix unless on a terminal); a closed or broken output is ignored (the loop keeps running)."""
         if self.journal is not None and self.log_format == "journal":
             from .journal import event_fields
 
@@ -90,6 +89,8 @@ class Watcher:
 
     # -- signals --------------------------------------------------------------------------
     def install_signals(self) -> None:
+        """SIGTERM/SIGINT stop the loop (interrupting a sample in progress), SIGHUP asks for a
+        reload of probes and rules at the next turn. Main thread only (Python's rule)."""
         def on_term(signum, frame):
             self.stop.set()
             if self._busy:
@@ -104,6 +105,9 @@ class Watcher:
 
     # -- loop -----------------------------------------------------------------------------
     def run_once(self) -> None:
+        """One turn: sample the fast probes, emit their transitions, run the full check when
+        `check_interval` seconds have passed, export the metrics (--listen, textfile), notify systemd
+        (READY=1 after the first, WATCHDOG=1, STATUS=)."""
         now = time.time()
         self._busy = True
         try:
@@ -215,6 +219,8 @@ class Watcher:
                 self.stop.wait(min(left, 0.5))
 
     def run(self) -> int:
+        """Loop every `interval` seconds (sooner when the watchdog needs it, or on a hot-plug
+        event) until stopped; reloads on SIGHUP. Returns the exit status: 0 after STOPPING=1."""
         period = self.interval
         if self.notifier.watchdog_interval_s is not None:
             period = min(period, self.notifier.watchdog_interval_s)

@@ -9,10 +9,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from ..facts import Facts
+from ..facts import Facts, accelerator_key, accelerator_label
 from ..probes import ProbeResult
-
-from ..facts import accelerator_key, accelerator_label
 
 PRIORITY = {"error": 3, "warning": 4, "info": 6}
 #: Samples in a row a condition must hold before fallback-suspected (and clear after).
@@ -36,9 +34,12 @@ class Event:
     fields: Dict[str, Any] = field(default_factory=dict)
 
     def journal_line(self) -> str:
+        """`<PRIORITY>event subject: message`, the journald form (sd-daemon priority prefix)."""
         return f"<{PRIORITY[self.severity]}>{self.event} {self.subject}: {self.message}"
 
     def json_line(self) -> str:
+        """One JSON object: `ts` (ISO 8601, UTC, milliseconds), `event`, `subject`, `severity`,
+        `message`, then the event's `fields`."""
         d = {"ts": _dt.datetime.fromtimestamp(self.ts, _dt.timezone.utc).isoformat(timespec="milliseconds"),
              "event": self.event, "subject": self.subject, "severity": self.severity,
              "message": self.message}
@@ -82,6 +83,9 @@ class Tracker:
 
     # -- fast facts ---------------------------------------------------------------------
     def sample(self, facts: Facts, results: Sequence[ProbeResult], now: float) -> List[Event]:
+        """The events since the previous sample of the fast facts (`now`: seconds since the epoch):
+        throttling start/end, device added/removed, runtime suspend/resume, fallback
+        suspected/cleared, probe failures. Empty when nothing changed."""
         events: List[Event] = []
         self.last_facts = facts
         events += self._thermal(facts, now)
@@ -216,6 +220,8 @@ class Tracker:
 
     # -- slow facts -----------------------------------------------------------------------
     def check(self, findings: Sequence[Any]) -> List[Event]:
+        """finding-raised / finding-cleared events against the previous full check, keyed by
+        (rule id, subject); the first call raises every finding."""
         now = {(f.id, f.subject): f for f in findings}
         out: List[Event] = []
         prev = self.findings or {}
@@ -231,6 +237,8 @@ class Tracker:
         return out
 
     def status_line(self) -> str:
+        """The one-line state for systemd's STATUS=: accelerators, throttling zones, suspended
+        devices, suspected fallback, finding counts."""
         accels = len(self.present or {})
         parts = [f"{accels} accelerator{'s' if accels != 1 else ''}"]
         parts.append("throttling: " + (", ".join(sorted(self.zone_names.get(k, k) for k in self.throttling))

@@ -153,10 +153,12 @@ class Snapshot:
         self._families: List[Any] = []
 
     def update(self, fams: List[Any]) -> None:
+        """Serve these metric families (from families()) from now on."""
         with self._lock:
             self._families = list(fams)
 
     def collect(self):
+        """The families of the last update, as prometheus_client's Collector protocol asks."""
         with self._lock:
             return iter(list(self._families))
 

@@ -44,8 +44,6 @@ its tool failed, so the number of its devices is unknown).
 
 from __future__ import annotations
 
-from __future__ import annotations
-
 from ...probes import NoData, ProbeContext
 from ...registry import collector
 from .classes import scan_class_devices

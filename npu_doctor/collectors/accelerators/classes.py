@@ -7,7 +7,7 @@ import re
 from typing import Any, Dict, Optional
 
 from ...host import Host
-from .inventory import (_INDEX_RE, _Inventory, _apply_row, _device_common, _int, _is_link, _set)
+from .inventory import _INDEX_RE, _apply_row, _device_common, _int, _Inventory, _is_link, _set
 
 
 # -- class devices ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from typing import Dict, List
 
 from ...errors import HostError
 from ...host import Host
-from .inventory import (_Inventory, _apply_row, _device_common, _is_link, _set)
+from .inventory import _apply_row, _device_common, _Inventory, _is_link, _set
 
 
 # -- platform (device tree) -----------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ...facts import Facts
 from ...host import Host
 from ...registry import deriver
-from .inventory import (_int)
+from .inventory import _int
 
 
 # -- derivers -----------------------------------------------------------------------------

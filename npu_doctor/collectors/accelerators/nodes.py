@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from ...errors import HostError
-from .inventory import (_INDEX_RE, _Inventory, _set)
+from .inventory import _INDEX_RE, _Inventory, _set
 
 
 # -- device nodes and access -------------------------------------------------------------

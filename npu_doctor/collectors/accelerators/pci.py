@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import posixpath
 
-from .inventory import (_Inventory, _apply_row, _device_common, _set)
+from .inventory import _apply_row, _device_common, _Inventory, _set
 
 
 # -- PCI ----------------------------------------------------------------------------------

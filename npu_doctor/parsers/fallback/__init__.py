@@ -104,7 +104,6 @@ from .onnxruntime import parse_onnxruntime, parse_vitisai
 from .rknn import parse_rknn
 from .torch_npu import parse_torch_npu
 
-
 # -- all of them ---------------------------------------------------------------------------
 PARSERS = (parse_onnxruntime, parse_vitisai, parse_edgetpu, parse_rknn, parse_torch_npu,
            parse_ascend_aicpu)

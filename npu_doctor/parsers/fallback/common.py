@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional
 
-
 Entry = Dict[str, Any]
 
 MAX_LINE = 300

@@ -96,8 +96,8 @@ def main() -> int:
                 continue
             data = z.read(m)
             if m.endswith("RECORD") and record_filter:
-                keep = [l for l in data.decode().splitlines() if re.search(record_filter, l)
-                        or ".dist-info/" in l]
+                keep = [ln for ln in data.decode().splitlines() if re.search(record_filter, ln)
+                        or ".dist-info/" in ln]
                 data = ("\n".join(keep) + "\n").encode()
             dest = os.path.join(HERE, name, "site-packages", m)
             os.makedirs(os.path.dirname(dest), exist_ok=True)
