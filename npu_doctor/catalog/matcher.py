@@ -78,11 +78,10 @@ class CatalogSet:
         self._order = {id(m): i for i, m in enumerate(self.matchers)}
         self._always = [m for m in self.matchers if not m.needles]
         self._by_needle: Dict[str, List[_Matcher]] = {}
-        self._filter: Optional[LineFilter] = None
-        self._needle_set: Optional[NeedleSet] = None
         for m in self.matchers:
             for n in m.needles or ():
                 self._by_needle.setdefault(n, []).append(m)
+        self._filter, self._needle_set = LineFilter(self._by_needle), NeedleSet(self._by_needle)
 
     def _accelerator_driver(self, groups: Dict[str, str]) -> bool:
         return any(groups.get(k) in self.drivers for k in ("driver", "module"))
@@ -94,8 +93,6 @@ class CatalogSet:
         """Matchers whose needle is in the line, in catalog and entry order."""
         low = line.lower()
         out = {id(m): m for m in self._always}
-        if self._needle_set is None:
-            self._needle_set = NeedleSet(self._by_needle)
         for needle in self._needle_set.present(low):
             for m in self._by_needle[needle]:
                 out[id(m)] = m
@@ -164,8 +161,6 @@ class CatalogSet:
         if self._always or not self._by_needle:
             yield from ((n, line) for n, line in enumerate(lines, 1) if self._always)
             return
-        if self._filter is None:
-            self._filter = LineFilter(self._by_needle)  # one automaton for every needle
         hits = self._filter.hits
         block: List[str] = []
         start = 1

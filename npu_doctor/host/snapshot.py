@@ -364,7 +364,7 @@ class SnapshotHost(Host):
             return None
         return mode_allows(st, ident, write)
 
-    def log_files(self) -> Optional[List[Tuple[str, str]]]:
+    def log_files(self) -> List[Tuple[str, str]]:
         out = []
         logdir = os.path.join(self.root, "logs")
         if os.path.isdir(logdir):
@@ -376,24 +376,15 @@ class SnapshotHost(Host):
 
     def logs(self) -> List[Tuple[str, str]]:
         out = []
-        logdir = os.path.join(self.root, "logs")
-        if os.path.isdir(logdir):
-            for dirpath, _dirs, files in os.walk(logdir):
-                for name in sorted(files):
-                    p = os.path.join(dirpath, name)
-                    try:
-                        with open(p, "rb") as f:
-                            text = decode_log(f.read(READ_CAP_BYTES))
-                    except OSError:
-                        continue
-                    out.append(("logs/" + os.path.relpath(p, logdir), text))
-        for p in self.extra_logs:
+        for name, p in self.log_files():
             try:
                 with open(p, "rb") as f:
-                    out.append((p, decode_log(f.read(READ_CAP_BYTES))))
+                    out.append((name, decode_log(f.read(READ_CAP_BYTES))))
             except OSError as e:
+                if name.startswith("logs/"):
+                    continue  # an unreadable file in logs/ is skipped; a --log file is an error
                 raise HostError(p, e.strerror or str(e)) from None
-        return sorted(out)
+        return out
 
     def close(self) -> None:
         if self._tmp is not None:
