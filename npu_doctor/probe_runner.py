@@ -72,6 +72,7 @@ def run_probes(host: Host, specs: Sequence[ProbeSpec], max_workers: int = 8,
     probes in the calling thread, one after another, with no timeout of their own.
     """
     commands = CommandCache(host)
+    commands.limit_from(specs)
     results: Dict[str, ProbeResult] = {}
     if max_workers <= 0:
         # in the calling thread, one after another: the watch loop samples a few cheap probes
@@ -85,24 +86,32 @@ def run_probes(host: Host, specs: Sequence[ProbeSpec], max_workers: int = 8,
     done_ev = {s.id: threading.Event() for s in specs}
     started: Dict[str, float] = {}
 
+    alive = [0]  # workers running (a worker blocked in a hung command still counts)
+
     def worker() -> None:
         # a small pool pulls specs off the list: starting a thread per probe costs more than
         # most probes (thread start waits for the GIL)
-        while True:
+        try:
+            while True:
+                with lock:
+                    if not todo:
+                        return
+                    spec = todo.pop(0)
+                    started[spec.id] = time.monotonic()
+                r = _run_one(spec, host, commands, options)
+                with lock:
+                    late = spec.id in results
+                    results.setdefault(spec.id, r)
+                done_ev[spec.id].set()
+                if late:
+                    return  # this worker was replaced when its probe timed out
+        finally:
             with lock:
-                if not todo:
-                    return
-                spec = todo.pop(0)
-                started[spec.id] = time.monotonic()
-            r = _run_one(spec, host, commands, options)
-            with lock:
-                late = spec.id in results
-                results.setdefault(spec.id, r)
-            done_ev[spec.id].set()
-            if late:
-                return  # this worker was replaced when its probe timed out
+                alive[0] -= 1
 
     def start_worker() -> None:
+        with lock:
+            alive[0] += 1
         threading.Thread(target=worker, name="probe-worker", daemon=True).start()
 
     start = time.monotonic()
@@ -132,6 +141,14 @@ def run_probes(host: Host, specs: Sequence[ProbeSpec], max_workers: int = 8,
                         replace = True
             if replace:
                 start_worker()  # the stuck worker is lost to this run; the rest go on
+            if todo:
+                # workers waiting on a slow or hung command do not hold the probes queued
+                # behind them: one more worker per blocked one (a hang costs one timeout)
+                blocked = commands.blocked()
+                with lock:
+                    more = bool(todo) and alive[0] - blocked < max_workers
+                if more:
+                    start_worker()
     return _finish(host, specs, results)
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -90,30 +91,75 @@ class ProbeResult:
 
 
 class CommandCache:
-    """Runs each argv once per check, shared by the probes of that check (thread-safe)."""
+    """Runs each argv once per check, shared by the probes of that check (thread-safe).
+
+    Hangs cost one timeout: each argv runs with one limit whoever asks (the timeout_s of the
+    `run = [...]` spec of that argv, else the call site's `timeout`, else COMMAND_TIMEOUT_S;
+    a probe stops waiting at its own timeout_s, in probe_runner), and once a command of this check has timed out, commands started later
+    get only what is left of COMMAND_TIMEOUT_S from the start of the check (at least
+    MIN_LATE_TIMEOUT_S), so tools hung one after another do not add up. `inside()` tells the
+    runner how many probe threads are blocked in a command for over BLOCKED_AFTER_S, so a
+    blocked worker does not hold the probes queued behind it.
+    """
+
+    MIN_LATE_TIMEOUT_S = 1.0
+    BLOCKED_AFTER_S = 0.1
 
     def __init__(self, host: Host) -> None:
         self.host = host
         self._lock = threading.Lock()
         self._results: Dict[Tuple[str, ...], Any] = {}
         self._events: Dict[Tuple[str, ...], threading.Event] = {}
+        self._t0 = time.monotonic()
+        self._hung = False
+        self._inside: Dict[int, float] = {}
+        #: argv -> its limit, from the `run = [...]` specs (their timeout_s, at most
+        #: COMMAND_TIMEOUT_S); see limit_from()
+        self.limits: Dict[Tuple[str, ...], float] = {}
+
+    def limit_from(self, specs: Iterable["ProbeSpec"]) -> None:
+        """Take each `run = [...]` spec's timeout_s as the limit of its argv, whichever probe
+        runs that argv (the smallest when two specs run the same one)."""
+        for spec in specs:
+            if spec.run:
+                key = tuple(spec.run)
+                lim = min(spec.timeout_s, COMMAND_TIMEOUT_S)
+                self.limits[key] = min(lim, self.limits.get(key, lim))
+
+    def blocked(self) -> int:
+        """Threads waiting in a command for longer than BLOCKED_AFTER_S."""
+        now = time.monotonic()
+        with self._lock:
+            return sum(1 for t in self._inside.values() if now - t > self.BLOCKED_AFTER_S)
 
     def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
         key = tuple(argv)
+        me = threading.get_ident()
+        timeout = self.limits.get(key, timeout)
         with self._lock:
             ev = self._events.get(key)
             owner = ev is None
             if owner:
                 ev = self._events[key] = threading.Event()
-        if owner:
-            try:
-                self._results[key] = self.host.run(argv, timeout=timeout)
-            except HostError as e:
-                self._results[key] = e
-            finally:
-                ev.set()  # type: ignore[union-attr]  # created above when owner
-        else:
-            ev.wait(timeout + 1.0)  # type: ignore[union-attr]
+            if self._hung:
+                timeout = min(timeout, max(self.MIN_LATE_TIMEOUT_S,
+                                           self._t0 + COMMAND_TIMEOUT_S - time.monotonic()))
+            self._inside[me] = time.monotonic()
+        try:
+            if owner:
+                try:
+                    res = self._results[key] = self.host.run(argv, timeout=timeout)
+                    if getattr(res, "timed_out", False):
+                        self._hung = True
+                except HostError as e:
+                    self._results[key] = e
+                finally:
+                    ev.set()  # type: ignore[union-attr]  # created above when owner
+            else:
+                ev.wait(timeout + 1.0)  # type: ignore[union-attr]
+        finally:
+            with self._lock:
+                self._inside.pop(me, None)
         res = self._results.get(key)
         if isinstance(res, HostError):
             raise res
@@ -153,10 +199,10 @@ class ProbeContext:
     def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
         """Run a command (cached per check). Raises CommandNotFound.
 
-        The default limit is the probe's timeout_s, at most COMMAND_TIMEOUT_S: a probe that
-        runs several commands (npu-smi per NPU) has a longer budget than any one of them.
+        The default limit is COMMAND_TIMEOUT_S for every probe that asks (one limit per argv);
+        the probe itself stops waiting at its timeout_s (probe_runner).
         """
-        return self._commands.run(list(argv), timeout or min(self.spec.timeout_s, COMMAND_TIMEOUT_S))
+        return self._commands.run(list(argv), timeout or COMMAND_TIMEOUT_S)
 
     def denied(self, path: str, check: Optional[str] = None) -> None:
         """Record that something could not be read as this user (insufficient-privileges)."""

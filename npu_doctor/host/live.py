@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import errno
 import os
 import shutil
@@ -99,7 +100,13 @@ class LiveHost(Host):
             raise CommandNotFound(argv[0], "command not found") from None
         except PermissionError:
             raise AccessDenied(argv[0], "permission denied") from None
-        out, err, timed_out = _communicate_capped(proc, timeout)
+        with _RUNNING_LOCK:
+            _RUNNING.add(proc)
+        try:
+            out, err, timed_out = _communicate_capped(proc, timeout)
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.discard(proc)
         return CommandResult(
             argv=argv,
             returncode=None if timed_out else proc.returncode,
@@ -152,6 +159,24 @@ class LiveHost(Host):
             except HostError:
                 raise
         return out
+
+
+#: Commands still running: their process groups are killed when npu-doctor exits (a probe
+#: that gave up on a hung vendor tool must not leave it behind, re-parented to init).
+_RUNNING: "set[subprocess.Popen]" = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+@atexit.register
+def kill_running() -> None:
+    """SIGKILL the process group of every command still running (at exit)."""
+    with _RUNNING_LOCK:
+        procs = list(_RUNNING)
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def _statinfo(st: os.stat_result) -> StatInfo:
