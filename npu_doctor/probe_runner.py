@@ -78,8 +78,10 @@ def run_probes(host: Host, specs: Sequence[ProbeSpec], max_workers: int = 8,
         # in the calling thread, one after another: the watch loop samples a few cheap probes
         # this way (no thread start-up per sample), and a probe that hangs holds the loop,
         # which stops the watchdog pings as it should
+        reuse = (options or {}).get("reuse") or {}
         for spec in specs:
-            results[spec.id] = _run_one(spec, host, commands, options)
+            # `reuse`: results the caller already has (watch's inventory between re-scans)
+            results[spec.id] = reuse.get(spec.id) or _run_one(spec, host, commands, options)
         return _finish(host, specs, results)
     lock = threading.Lock()
     todo = list(specs)

@@ -15,6 +15,10 @@ from ..probe_runner import run_probes
 from ..probes import ProbeSpec
 from ..sdnotify import Notifier
 from .events import DEFAULT_FAST_AREAS, Event, Tracker
+from .sampling import InventoryCache
+
+#: The fast probe that walks sysfs for accelerators (re-run only when InventoryCache says so).
+INVENTORY_PROBE = "accelerators"
 
 
 class Watcher:
@@ -44,6 +48,7 @@ class Watcher:
         self.stop = threading.Event()
         self.reload = threading.Event()
         self.fast_specs = self._fast(config.specs)
+        self.inventory = InventoryCache()  # sampling path: sysfs re-scanned on udev events / slowly
         self._busy = False
         self._first = True
         self._prune = True
@@ -111,9 +116,16 @@ class Watcher:
         now = time.time()
         self._busy = True
         try:
+            mono = time.monotonic()
+            reuse = {}
+            if self.inventory.reusable(mono):
+                reuse[INVENTORY_PROBE] = self.inventory.refresh(self.host)
             facts, results = run_probes(self.host, self.fast_specs, max_workers=0,
                                         options={"sample_s": 0, "signatures": self.config.signatures,
-                                                 "catalogs": self.config.catalogs})
+                                                 "catalogs": self.config.catalogs, "reuse": reuse})
+            for r in results:
+                if r.id == INVENTORY_PROBE and INVENTORY_PROBE not in reuse:
+                    self.inventory.store(r, mono)
             events = self.tracker.sample(facts, results, now)
             if self._prune:
                 # a probe with nothing to read on this host is left alone from now on
@@ -197,6 +209,7 @@ class Watcher:
             return
         self.config = new
         self.fast_specs = self._fast(new.specs)
+        self.inventory.invalidate()
         self._prune = True
         self._last_check = -1e18
         self.emit(Event("config-reloaded", "config", "info",
@@ -214,7 +227,8 @@ class Watcher:
                 except Exception:
                     dev = None
                 if dev is not None:
-                    return  # a hot-plug event: sample now
+                    self.inventory.invalidate()
+                    return  # a hot-plug event: re-inventory and sample now
             else:
                 self.stop.wait(min(left, 0.5))
 
