@@ -9,11 +9,7 @@ read before the damage (as host.logfile does).
 
 from __future__ import annotations
 
-import bz2
 import codecs
-import gzip
-import lzma
-import zlib
 from typing import BinaryIO, Iterator
 
 from ..errors import HostError
@@ -32,11 +28,18 @@ def open_log(path: str) -> BinaryIO:
         raise HostError(path, e.strerror or str(e)) from None
     head = raw.read(6)
     raw.seek(0)
+    # the decompressors are imported only for a compressed log (start-up cost otherwise)
     if head[:2] == b"\x1f\x8b":
+        import gzip
+
         return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
     if head[:3] == b"BZh":
+        import bz2
+
         return bz2.BZ2File(raw)  # type: ignore[return-value]
     if head[:6] == b"\xfd7zXZ\x00":
+        import lzma
+
         return lzma.LZMAFile(raw)  # type: ignore[return-value]
     return raw
 
@@ -57,7 +60,9 @@ def _chunks(stream: BinaryIO) -> Iterator[bytes]:
             if not chunk:
                 return
             yield chunk
-    except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError):
+    except Exception as e:  # zlib.error, lzma.LZMAError, OSError, EOFError, ValueError
+        if isinstance(e, (KeyboardInterrupt, MemoryError)):
+            raise
         return  # a truncated or damaged archive: what was read before the damage
 
 
