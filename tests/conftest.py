@@ -128,6 +128,7 @@ def reset_process_state() -> None:
 
     with datafiles._LOCK:
         datafiles._MEMO.clear()
+        datafiles._USED.clear()
         datafiles._STATE.update(disk_loaded=False, dirty=False)
     matcher._CACHE.clear()
     probes._SIGNATURES_BY_FILE.clear()

@@ -338,7 +338,9 @@ def test_the_data_cache_never_serves_a_changed_rules_file(tmp_path):
         (d / "site.toml").write_text(rule % word)
         out = run_cli(*args, env=env)
         assert [f["message"] for f in json.loads(out.stdout)["findings"]] == [word]
-    assert (cache / "data-cache.json").is_file()
-    (cache / "data-cache.json").write_text("{not json")
+    from npu_doctor.datafiles import _CACHE_NAME
+
+    assert (cache / _CACHE_NAME).is_file()
+    (cache / _CACHE_NAME).write_text("{not json")
     out = run_cli(*args, env=env)
     assert [f["message"] for f in json.loads(out.stdout)["findings"]] == ["second-and-longer"]
