@@ -25,6 +25,8 @@ FIX_KINDS = ("now", "persist", "doc")
 RESERVED = {"signature", "scope", "source", "line_no", "line", "count", "catalog", "entry",
             "code", "mnemonic", "meaning", "rule", "severity", "message", "subject",
             "fix_now", "fix_persist", "fix_doc", "source_url", "benign", "facts", "vendor"}
+#: In a pattern: any driver of the catalog's [catalog.drivers] table.
+DRIVERS_TOKEN = "{accelerator_drivers}"
 MAX_LINE = 400
 MAX_SCAN_LINE = 4096
 MAX_EVENTS_PER_ENTRY = 50
@@ -150,7 +152,12 @@ def _load_entry(raw: Any, cat: Catalog, n: int, path: str) -> Entry:
     if scope not in SCOPES:
         raise ConfigError(f"{where}: scope must be kernel, runtime or any")
     flags = re.IGNORECASE if "i" in str(raw.get("flags", "")) else 0
-    pattern = _compile(raw["pattern"], flags, where) if "pattern" in raw else None
+    text = raw.get("pattern")
+    if isinstance(text, str) and DRIVERS_TOKEN in text:
+        # a generic class about any accelerator driver: the catalog's driver table, spelled out
+        names = sorted(cat.drivers, key=len, reverse=True)
+        text = text.replace(DRIVERS_TOKEN, "(?:" + "|".join(re.escape(n) for n in names) + ")")
+    pattern = _compile(text, flags, where) if "pattern" in raw else None
     if pattern is None and (code is None or not cat.code_patterns) and not mnemonic:
         raise ConfigError(f"{where}: needs a pattern, or a code the catalog's code_patterns find")
     facts = raw.get("facts", {})
