@@ -50,9 +50,32 @@ for _cmd in (check, rules, lock, verify, capture, watch, fix, model_cmd, explain
     main.add_command(_cmd)
 
 
+_SHORT_USAGE = """Usage: npu-doctor COMMAND [OPTIONS]
+
+  check     report on this machine (or --snapshot PATH); exit 1 on findings
+  watch     log throttling, runtime PM and hot-plug as they happen (systemd)
+  lock      pin the validated stack; verify: drift since the lock
+  capture   bring this board home (redacted snapshot)
+  fix       show (or --apply) the fixes for the findings
+  rules     list or explain the checks
+
+Run `npu-doctor --help` or `npu-doctor COMMAND --help` for more.
+"""
+
+
 def run() -> None:
     """Entry point: usage errors and stray NpuDoctorErrors become one line and exit 2;
-    Ctrl-C is exit 130 (not 1, which means "findings")."""
+    Ctrl-C is exit 130 (not 1, which means "findings"); stdout failures as in cli.streams;
+    bare `npu-doctor` is a short usage on stdout, exit 0."""
+    from .streams import guarded, install
+
+    install()
+    if len(sys.argv) <= 1:
+        guarded(lambda: sys.stdout.write(_SHORT_USAGE))
+    guarded(_run)
+
+
+def _run() -> None:
     try:
         rv = main(standalone_mode=False)
     except click.exceptions.Exit as e:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..facts import Facts
+from ..textsafe import escape_controls
 from ..probes import ProbeResult
 
 from ..facts import accelerator_key, accelerator_label
@@ -36,7 +37,10 @@ class Event:
     fields: Dict[str, Any] = field(default_factory=dict)
 
     def journal_line(self) -> str:
-        return f"<{PRIORITY[self.severity]}>{self.event} {self.subject}: {self.message}"
+        # subject and message carry machine text (zone types, log lines): escaped, so a value
+        # with a newline cannot forge a second journal line
+        return (f"<{PRIORITY[self.severity]}>{self.event} {escape_controls(str(self.subject))}: "
+                f"{escape_controls(str(self.message))}")
 
     def json_line(self) -> str:
         d = {"ts": _dt.datetime.fromtimestamp(self.ts, _dt.timezone.utc).isoformat(timespec="milliseconds"),
