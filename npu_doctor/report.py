@@ -53,6 +53,15 @@ def _area_of(f: Finding) -> str:
     return "System"
 
 
+_PROBE_AREAS = {"thermal": "Thermal", "devfreq": "Power & clocks", "cpufreq": "Power & clocks",
+                "libraries": "Software", "logs": "Logs", "system": "System"}
+
+
+def _probe_area(p: Any) -> str:
+    """The report line a probe's result belongs to (its spec `area`, or its id)."""
+    return _PROBE_AREAS.get(p.id) or _PROBE_AREAS.get(getattr(p, "area", ""), "Accelerators")
+
+
 def _summary(area: str, facts: Dict[str, Any]) -> str:
     g = facts.get
     if area == "System":
@@ -154,6 +163,11 @@ def render_text(result: CheckResult, verbose: bool = False, color: bool = False,
         summary = clean(_summary(area, facts))
         if kind == "ok" and "unknown" in summary:
             kind = "unknown"
+        failed = [p.id for p in result.probes if p.status == "error" and _probe_area(p) == area]
+        if kind == "ok" and failed:
+            # a probe that failed is never summarised as fine: its part is unknown
+            kind = "unknown"
+            summary += f"; unknown: probe {', '.join(failed[:3])} failed"
         if fs:
             summary += f"  ({len(fs)} finding{'s' if len(fs) != 1 else ''})"
         lines.append(f"{mark(kind)} {area.ljust(width)}  {summary}")
