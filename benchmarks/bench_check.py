@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Benchmark `npu-doctor check` against baselines measured in the same run, as ratios.
 
-    python benchmarks/bench_check.py [--runs N] [--case DIR]
+    python benchmarks/bench_check.py [--runs N] [--case DIR] [--python PY]
 
 Rows (median wall time of N runs of a fresh process each):
 - floor:        python -c "import click, psutil, packaging"  (what any such CLI pays)
-- collect_env:  python -m torch.utils.collect_env            (what users run today; needs torch)
+- collect_env:  python -m torch.utils.collect_env            (what users run today; needs torch,
+                in this interpreter or the --python one)
+- collect-env:  npu-doctor check --collect-env --python PY   (the same report, every framework)
 - check live:   npu-doctor check --format json on this host
 - check snap:   npu-doctor check --snapshot CASE --format json
 - check hang:   a snapshot whose every command hangs (timed_out = true): costs only the timeout
@@ -59,6 +61,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--case", default=str(DEFAULT_CASE))
+    ap.add_argument("--python", help="an application interpreter with torch (for collect_env and "
+                                     "npu-doctor --python); default: this one")
     args = ap.parse_args()
     py = sys.executable
     tool = [py, "-m", "npu_doctor"]
@@ -71,13 +75,13 @@ def main() -> int:
                    stdout=subprocess.DEVNULL, env=env)
     rows = {}
     rows["floor"] = timed([py, "-c", "import click, psutil, packaging"], args.runs, env)
-    try:
-        import torch  # noqa: F401
-        have_torch = True
-    except ImportError:
-        have_torch = False
-    rows["collect_env"] = (timed([py, "-m", "torch.utils.collect_env"], max(1, args.runs // 2), env)
+    app = args.python or py
+    have_torch = subprocess.run([app, "-c", "import torch.utils.collect_env"],
+                                capture_output=True).returncode == 0
+    rows["collect_env"] = (timed([app, "-m", "torch.utils.collect_env"], max(1, args.runs // 2), env)
                            if have_torch else (None, ["torch not installed: pip install torch==2.13.0"]))
+    rows["collect-env"] = timed(tool + ["check", "--collect-env", "--python", app, "--fail-on", "never"],
+                                args.runs, env)
     rows["check live"] = timed(tool + ["check", "--format", "json", "--fail-on", "never"], args.runs, env)
     rows["check snap"] = timed(tool + ["check", "--snapshot", args.case, "--format", "json",
                                        "--fail-on", "never"], args.runs, env)
@@ -100,6 +104,9 @@ def main() -> int:
         print(f"snapshot / floor     = {snap / floor:.2f}x  (goal <= 3)")
     if cenv and live:
         print(f"live / collect_env   = {live / cenv:.3f}x  (goal <= 0.1)")
+    if cenv and rows["collect-env"][0]:
+        print(f"collect-env / collect_env = {rows['collect-env'][0] / cenv:.3f}x  (goal <= 0.1; "
+              f"both on {app})")
     if floor and live:
         print(f"live / floor         = {live / floor:.2f}x")
     if rows["check hang"][0] is not None:

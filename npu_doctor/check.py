@@ -15,6 +15,8 @@ from .probes import ProbeResult, ProbeSpec, Signature, load_signatures, load_spe
 from .rules import Finding, RuleSet, evaluate, filter_findings, load_rules
 
 SCHEMA = "npu-doctor/report/v1"
+#: JSON Schema (2020-12) of the report; the file ships as npu_doctor/schema/report-v1.json.
+SCHEMA_URL = "https://raw.githubusercontent.com/npu-doctor/npu-doctor/main/npu_doctor/schema/report-v1.json"
 
 
 @dataclass
@@ -25,8 +27,9 @@ class CheckResult:
     findings: List[Finding]
 
     def to_json(self) -> Dict:
-        """The report in the `check --format json` contract (ARCHITECTURE.md)."""
+        """The report in the `check --format json` contract (docs/architecture.md)."""
         return {
+            "$schema": SCHEMA_URL,
             "schema": SCHEMA,
             "tool": {"name": "npu-doctor", "version": __version__},
             "host": self.host.describe(),

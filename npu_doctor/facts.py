@@ -3,7 +3,7 @@
 Paths are dotted with list indices as `[n]` or `.n`: `accelerators[0].power.control`,
 `os.id`. Every leaf set through `Facts.set` remembers its source (a file path or `$ command`),
 so a finding can show where its evidence came from. A value not known is absent, never a
-guess (ARCHITECTURE.md, "Contract: check --format json").
+guess (docs/architecture.md, "Contract: check --format json").
 """
 
 from __future__ import annotations

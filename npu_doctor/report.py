@@ -19,7 +19,7 @@ from .textsafe import escape_controls
 AREAS: List[Tuple[str, Tuple[str, ...]]] = [
     ("System", ("os", "kernel", "arch", "libc", "cpu", "user", "limits", "access")),
     ("Accelerators", ("accelerators", "drivers", "pci")),
-    ("Software", ("sdks", "libraries", "python")),
+    ("Software", ("sdks", "libraries", "python", "frameworks")),
     ("Thermal", ("thermal",)),
     ("Power & clocks", ("devfreq", "cpufreq")),
     ("Logs", ("kernel_log", "log_events", "fallback")),
@@ -101,6 +101,8 @@ def _summary(area: str, facts: Dict[str, Any]) -> str:
         sdks = g("sdks", {})
         libs = g("libraries", [])
         parts = [f"{k} {v.get('version', '?')}" for k, v in sorted(sdks.items()) if isinstance(v, dict)]
+        parts += [f"{k} {v.get('version', '?')}" for k, v in sorted(g("frameworks", {}).items())
+                  if isinstance(v, dict)]
         if libs:
             parts.append(f"{len(libs)} SDK libraries checked")
         return ", ".join(parts) if parts else "no SDK version found"

@@ -1,6 +1,6 @@
 """The rules engine: pitfall rules as data (`rules/*.toml`), evaluated safely.
 
-A rule (ARCHITECTURE.md, "Contract: rule ids"):
+A rule (docs/architecture.md, "Contract: rule ids"):
 
 ```toml
 [[rule]]

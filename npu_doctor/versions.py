@@ -1,6 +1,6 @@
 """One place that turns vendor version strings into comparable `packaging` versions.
 
-Vendor formats handled (sources: ../shared/research/matrices.md §9, each vendor's tools):
+Vendor formats handled (sources: docs/matrices.md, each vendor's tools):
 
 - Ascend CANN / driver: `23.0.rc3`, `24.1.rc2.2` (second hotfix of rc2), `8.0.RC2.alpha003`,
   `8.0.RC1.beta1`, `8.0.T6` (internal test drop, before RC1), `7.0.RC1`, `23.0.rc2.b020`

@@ -179,12 +179,14 @@ def test_zeinit_causes_ruled_out_by_facts(tmp_path):
 
 
 def test_zeinit_2024_format_matches():
-    from npu_doctor.collectors.logs import match_signatures
-    from npu_doctor.probes import load_signatures
-    sigs = load_signatures()
+    # both npu-umd-test spellings (`Which is: 0x78000001`, `Which is:
+    # ZE_RESULT_ERROR_UNINITIALIZED (0x78000001)`) are found by catalogs/level-zero.toml
+    from npu_doctor.catalog import load_catalogs
+    cats = load_catalogs()
     for name in ("umd-test-zeinit-2024.txt", "umd-test-zeinit-1.23.txt"):
-        ev = match_signatures((DATA / name).read_text(), name, sigs, "runtime")
-        assert [e for e in ev if e["signature"] == "level-zero-uninitialized"], name
+        ev = cats.match_text((DATA / name).read_text(), name, ("runtime",), "runtime")
+        hits = [e for e in ev if e["mnemonic"] == "ZE_RESULT_ERROR_UNINITIALIZED"]
+        assert hits and hits[0]["rule"] == "runtime-init-failed", name
 
 
 @pytest.mark.parametrize("release,expect", [("6.2.0-39-generic", True), ("6.5.0-41-generic", False), ("6.8.0-35-generic", False)])

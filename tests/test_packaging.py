@@ -27,6 +27,10 @@ def test_wheel_contains_probe_specs_and_rules(tmp_path):
     assert shipped_probes and shipped_rules
     assert {f"npu_doctor/probes/{n}" for n in shipped_probes} <= names
     assert {f"npu_doctor/rules/{n}" for n in shipped_rules} <= names
+    # `npu-doctor service install` and the schemas read these from the installed package
+    for data in ("deploy/systemd/npu-doctor.service.in", "deploy/systemd/70-npu-doctor-runtime-pm.rules",
+                 "deploy/systemd/npu-doctor.env", "schema/report-v1.json", "schema/event-v1.json"):
+        assert f"npu_doctor/{data}" in names, data
     # and an install of that wheel finds them through importlib.resources
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)

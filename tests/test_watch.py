@@ -212,7 +212,7 @@ def test_textfile_metrics_are_written(board, tmp_path):
         # the file is rewritten after every sample; the one after the event shows it
         end = time.monotonic() + 3.0
         text = ""
-        want = 'npu_doctor_throttling{type="soc-thermal",zone="thermal_zone0"} 1.0'
+        want = 'npu_doctor_thermal_zone_throttling{type="soc-thermal",zone="thermal_zone0"} 1.0'
         while time.monotonic() < end and want not in text:
             text = (out_dir / "npu_doctor.prom").read_text()
             time.sleep(0.05)

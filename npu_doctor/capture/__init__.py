@@ -3,7 +3,7 @@
 `RecordingHost` wraps another Host (a `LiveHost` on a board; any Host in tests) and records
 every read, open, listdir, readlink, realpath, exists/is_dir, stat, can_open, run, environ,
 identity and log access while a normal `check` runs through it. `write_capture` then writes
-that record in the snapshot contract (ARCHITECTURE.md, "Contract: snapshot format"):
+that record in the snapshot contract (docs/architecture.md, "Contract: snapshot format"):
 
 - `fs/`: each file read, at its real path (a file opened for seeks, such as an ELF library,
   keeps only the byte ranges the probes read, zeros elsewhere, with its real size and

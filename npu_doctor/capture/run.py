@@ -112,7 +112,14 @@ def run_capture(inner: Host, config: Any, out: str, redact: bool = True,
     seed_redactor(red, inner)
     writer = CaptureWriter(rec, red, max_file_bytes)
     py_paths = site_dirs(inner) if inner.source == "live" else []
-    res = writer.write(out, {"python_paths": [red.apply_path(p) for p in py_paths]})
+    from ..pyenv import interpreters
+
+    # the application environments: their interpreters' answers, dist-info and libraries are
+    # in commands.toml and fs/ already; the replay asks the same interpreters
+    pythons = [{"path": red.apply_path(p), "origin": origin} for p, origin in interpreters(rec)
+               if origin not in ("VIRTUAL_ENV", "CONDA_PREFIX")]
+    res = writer.write(out, {"python_paths": [red.apply_path(p) for p in py_paths],
+                             "python": pythons})
     fact_diffs: List[str] = []
     finding_diffs: List[str] = []
     replay = None

@@ -1,6 +1,6 @@
 """Command line: `npu-doctor check | rules | ...` (click).
 
-Exit codes of check (ARCHITECTURE.md): 0 nothing at or above --fail-on, 1 findings at or
+Exit codes of check (docs/architecture.md): 0 nothing at or above --fail-on, 1 findings at or
 above it, 2 usage or configuration error. Errors are one line on stderr, never a traceback;
 stdout carries only the report, so `--format json` output always parses.
 """
@@ -19,6 +19,7 @@ from .lock import lock, verify
 from .explain import explain
 from .model import model_cmd
 from .rules import rules
+from .service import service
 from .watch import fix, watch
 
 
@@ -46,7 +47,7 @@ def main() -> None:
     """
 
 
-for _cmd in (check, rules, lock, verify, capture, watch, fix, model_cmd, explain):
+for _cmd in (check, rules, lock, verify, capture, watch, fix, model_cmd, explain, service):
     main.add_command(_cmd)
 
 

@@ -13,8 +13,8 @@ from .common import (_fail, _open_host, _progress_printer, _use_color, exit_for,
 
 @click.command()
 @host_options
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True, help="Report format.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "npd"]), default="text",
+              show_default=True, help="Report format (npd: Node Problem Detector plugin, one line).")
 @click.option("--select", multiple=True, metavar="ID", help="Report only these rule ids; repeatable.")
 @click.option("--ignore", multiple=True, metavar="ID", help="Do not report these rule ids; repeatable.")
 @click.option("--fail-on", type=click.Choice(["error", "warning", "info", "never"]), default="error",
@@ -24,7 +24,11 @@ from .common import (_fail, _open_host, _progress_printer, _use_color, exit_for,
 @click.option("-v", "--verbose", is_flag=True, help="Show every fact with its source, and failed probes.")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
               show_default=True, help="Colour the text report (auto: on a terminal, unless NO_COLOR is set).")
-def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, sample_s, verbose, color):
+@click.option("--collect-env", "collect_env", is_flag=True,
+              help="Print the environment block for bug reports (what `python -m "
+                   "torch.utils.collect_env` prints, for every framework) instead of the report.")
+def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, sample_s, verbose, color,
+          collect_env):
     """Check this host (or a snapshot) and report findings.
 
     \b
@@ -32,6 +36,10 @@ def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, s
       0  no finding at or above --fail-on
       1  at least one finding at or above --fail-on
       2  usage or configuration error (bad rules file, unreadable snapshot)
+
+    With --format npd (Node Problem Detector custom plugin): 0 OK, 1 problem, 2 unknown (only
+    checks that could not be made, or a usage error); one line of at most 80 bytes naming the
+    worst finding.
     """
     from ..check import Config, run_check
     from ..report import render_json, render_text, stdout_is_unicode
@@ -48,11 +56,21 @@ def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, s
             click.echo(f"npu-doctor: sampling utilisation for {sample_s:g} s ...", err=True)
         result = run_check(host, config, select, ignore, progress=_progress_printer(progress_on),
                            sample_s=sample_s)
-    except (ConfigError, SnapshotError) as e:
+    except (ConfigError, SnapshotError, HostError) as e:
+        if fmt == "npd":  # NPD shows stdout, not stderr
+            click.echo(f"unknown: {e}"[:80])
         _fail(str(e))
-    except HostError as e:
-        _fail(str(e))
-    if fmt == "json":
+    if fmt == "npd":
+        from ..deploy.npd import status
+
+        code, line = status(result.findings, fail_on)
+        click.echo(line)
+        sys.exit(code)
+    if collect_env:
+        from ..collect_env import render_collect_env
+
+        sys.stdout.write(render_collect_env(result))
+    elif fmt == "json":
         sys.stdout.write(render_json(result))
     else:
         sys.stdout.write(render_text(result, verbose=verbose, color=_use_color(color),

@@ -41,7 +41,25 @@ def _progress_printer(enabled: bool):
 def _open_host(snapshot: Optional[str], logs: List[str]):
     from ..host import open_host
 
-    return open_host(snapshot, logs)
+    host = open_host(snapshot, logs)
+    ctx = click.get_current_context(silent=True)
+    pythons = ctx.meta.get("npu_doctor.python") if ctx is not None else None
+    if pythons:
+        from ..pyenv import use_interpreters
+
+        if host.source == "live":
+            for p in pythons:
+                if not os.path.exists(p):
+                    _fail(f"--python {p}: no such interpreter or environment directory")
+        use_interpreters(host, pythons)
+    return host
+
+
+def _remember_python(ctx, _param, value):
+    # kept in the context rather than passed to every command: _open_host applies it
+    if value:
+        ctx.meta["npu_doctor.python"] = list(value)
+    return value
 
 
 _HOST_OPTIONS = [
@@ -54,6 +72,11 @@ _HOST_OPTIONS = [
     click.option("--log", "logs", multiple=True, metavar="FILE",
                  type=click.Path(exists=True, dir_okay=False, readable=True),
                  help="A runtime or compiler log to scan for CPU fallback and errors; repeatable."),
+    click.option("--python", "pythons", multiple=True, metavar="PATH", expose_value=False,
+                 callback=_remember_python,
+                 help="The application's Python interpreter (or its venv/conda directory) whose "
+                      "frameworks and libraries to check; repeatable. Default: npu-doctor's own "
+                      "interpreter plus an active VIRTUAL_ENV / CONDA_PREFIX."),
 ]
 
 

@@ -48,6 +48,9 @@ def _is_bdf(s) -> bool:
 
 
 def _full_bdf(s: str) -> str:
-    """`04:00.0` and `0000:04:00.0` name the same device; the contract uses the long form."""
+    """`04:00.0` and `0000:04:00.0` name the same device; the contract uses the long form.
+    NVIDIA's Xid and NVRM lines print domain:bus:device without the function (`0000:3b:00`):
+    the GPU is function 0."""
     s = s.lower()
-    return s if s.count(":") == 2 else f"0000:{s}"
+    s = s if s.count(":") == 2 else f"0000:{s}"
+    return s if "." in s.rsplit(":", 1)[-1] else f"{s}.0"

@@ -117,16 +117,16 @@ def derive_coral(facts: Facts, host) -> None:
     and the compiler/runtime/kernel verdicts from the matrices in rules/coral.toml."""
     accels = facts.get("accelerators", []) or []
     # 1) an apex device the kernel log names (it exists even when it stopped answering)
-    for e in _events(facts, "coral-apex-ram-enable-timeout", "coral-apex-open-failed",
-                     "coral-apex-kernel"):
-        pci = (e.get("pci") or "").lower()
+    for e in _events(facts, "catalog:coral-gasket/ram-enable-timeout", "catalog:coral-gasket/open-timeout",
+                     "catalog:coral-gasket/reset-timeout"):
+        pci = (e.get("device") or "").lower()
         if pci and not any(a.get("pci_address") == pci for a in facts.get("accelerators", []) or []):
             facts.add_accelerator({"vendor": "coral", "name": "Edge TPU (apex)", "pci_address": pci,
                                    "driver": {"name": "apex"}},
                                   source=f"{e['source']}:{e['line_no']}")
     # the runtime only checks a model's runtime version against an opened Edge TPU
     if not any(a.get("vendor") == "coral" for a in facts.get("accelerators", []) or []):
-        for e in _events(facts, "edgetpu-package-runtime"):
+        for e in _events(facts, "catalog:edgetpu/package-runtime-newer"):
             facts.add_accelerator({"vendor": "coral", "name": "Edge TPU"},
                                   source=f"{e['source']}:{e['line_no']}")
             break

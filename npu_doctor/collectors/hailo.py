@@ -197,7 +197,7 @@ def derive_hailo(facts: Facts, host) -> None:
                 break
     if not any(a.get("vendor") == "hailo" for a in facts.get("accelerators", []) or []):
         # HailoRT only compares a HEF with the architecture of a device it has opened
-        for e in _events(facts, "hailo-hef-arch-mismatch"):
+        for e in _events(facts, "catalog:hailo-driver/hef-arch-mismatch"):
             facts.add_accelerator({"vendor": "hailo", "index": 0, "name": e.get("device_arch"),
                                    "architecture": e.get("device_arch")},
                                   source=f"{e['source']}:{e['line_no']}")
@@ -214,7 +214,6 @@ def derive_hailo(facts: Facts, host) -> None:
     drv = facts.get(f"drivers.{drv_key}.version")
     lib = facts.get("sdks.hailort.version")
     drv_src = facts.source_of(f"drivers.{drv_key}.version")
-    logged = _events(facts, "hailo-driver-library-mismatch")
     for a in facts.get("accelerators", []) or []:
         if a.get("vendor") == "hailo" and drv and not (a.get("driver") or {}).get("version"):
             i = facts.data["accelerators"].index(a)
@@ -229,15 +228,6 @@ def derive_hailo(facts: Facts, host) -> None:
                                f"{lib}; HailoRT requires the exact same version (status "
                                "HAILO_INVALID_DRIVER_VERSION, 76)")
         facts.set("compat.hailo-runtime-driver", entry, drv_src)
-    elif logged:
-        e = logged[0]
-        facts.set("compat.hailo-runtime-driver", {
-            "status": "mismatch", "matrix": "hailort-exact-match", "subject": "HailoRT",
-            "driver_version": e.get("driver"), "library_version": e.get("library"),
-            "driver_module": "hailo_pci",
-            "detail": f"{e['source']}:{e['line_no']}: the kernel driver is {e.get('driver')} but "
-                      f"the HailoRT library is {e.get('library')}; HailoRT requires the exact same "
-                      "version"}, f"{e['source']}:{e['line_no']}")
     # firmware vs driver / library (major.minor must match; revision is ignored)
     for a in facts.get("accelerators", []) or []:
         if a.get("vendor") != "hailo":
@@ -261,11 +251,3 @@ def derive_hailo(facts: Facts, host) -> None:
                 "detail": f"a {a.get('architecture')} needs the {fam_dev} stack "
                           f"({'HailoRT 4.x, hailo_pci' if fam_dev == 'hailo8' else 'HailoRT 5.x, hailo1x_pci'}),"
                           f" but {drv or lib} is installed"}, None)
-    for e in _events(facts, "hailo-firmware-unsupported-op"):
-        if facts.get("compat.hailo-fw-drv") is None:
-            facts.set("compat.hailo-fw-drv", {
-                "status": "mismatch", "matrix": "hailort-firmware", "subject": "Hailo",
-                "firmware_version": e.get("device"), "other_version": e.get("host"),
-                "what": "library",
-                "detail": f"{e['source']}:{e['line_no']}: HailoRT {e.get('host')} runs with device "
-                          f"firmware {e.get('device')}"}, f"{e['source']}:{e['line_no']}")

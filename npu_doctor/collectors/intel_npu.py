@@ -190,7 +190,7 @@ def collect_intel_npu(ctx: ProbeContext) -> None:
                 ctx.facts.set(f"sdks.{sdk}.version", hit[0], hit[1])
                 ctx.facts.set(f"sdks.{sdk}.path", hit[1], hit[1])
                 break
-    for pre, (ver, where) in python_dists(host, ("openvino",)).items():
+    for pre, (ver, where) in python_dists(host, ("openvino",), run=ctx.run).items():
         ctx.facts.set("sdks.openvino.version", ver, where)
         ctx.facts.set("sdks.openvino.path", where, where)
     if not ctx.facts.data:
@@ -227,12 +227,19 @@ def _ze_causes(facts: Facts) -> Dict[str, str]:
     return out
 
 
+def _is_ze_uninitialized(ev: Dict[str, Any]) -> bool:
+    """A catalogs/level-zero.toml event for ZE_RESULT_ERROR_UNINITIALIZED (any spelling)."""
+    return ev.get("catalog") == "level-zero" and \
+        str(ev.get("mnemonic") or "").startswith("ZE_RESULT_ERROR_UNINITIALIZED")
+
+
 @deriver(after=("derive_intel_npu_compat",))
 def derive_ze_uninitialized(facts: Facts, host: Host) -> None:
-    """Annotate each `level-zero-uninitialized` log event with `ruled_out` and `remaining`
-    (text lists of the causes the other facts exclude / leave open)."""
+    """Annotate each ZE_RESULT_ERROR_UNINITIALIZED log event (catalogs/level-zero.toml) with
+    `ruled_out` and `remaining` (text lists of the causes the other facts exclude / leave open)
+    and append them to its message, so the finding says which causes are still open."""
     events = facts.get("log_events") or []
-    zes = [e for e in events if e.get("signature") == "level-zero-uninitialized"]
+    zes = [e for e in events if isinstance(e, dict) and _is_ze_uninitialized(e)]
     if not zes:
         return
     ruled = _ze_causes(facts)
@@ -242,6 +249,8 @@ def derive_ze_uninitialized(facts: Facts, host: Host) -> None:
     for e in zes:
         e["remaining"] = "; ".join(remaining) or "none of the usual causes: check `sudo dmesg` for intel_vpu errors"
         e["ruled_out"] = ruled_txt
+        if e.get("message") and "Causes still open" not in e["message"]:
+            e["message"] += f". Causes still open: {e['remaining']}. Ruled out by other facts: {e['ruled_out']}."
 
 
 # -- UMD <-> firmware, against rules/intel_npu.toml `intel-npu-release` -----------------------

@@ -25,12 +25,9 @@ A deriver then compares `unverified` GLIBC_x.y requirements with `libc.version`
 
 from __future__ import annotations
 
-import csv
 import fnmatch
-import os
 import posixpath
 import re
-import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -86,70 +83,15 @@ def expand_glob(host: Host, pattern: str) -> List[str]:
     return sorted(set(out))
 
 
-def _python_libraries(patterns: List[str]) -> List[Tuple[str, str]]:
-    """(sdk, path) of shared objects in installed distributions whose name matches.
+def _python_libraries(ctx: ProbeContext, patterns: List[str]) -> List[Tuple[str, str]]:
+    """(sdk, path) of shared objects in the distributions of the application environments
+    (npu_doctor.pyenv) whose name matches, from their RECORD."""
+    from ..pyenv import env_sites, environments, find_dists
 
-    Distributions are the `*.dist-info` folders on sys.path (PEP 376/627), read directly:
-    importing importlib.metadata and parsing every METADATA costs more than the whole scan.
-    """
-    pats = [_norm(p) for p in patterns]
+    sites = env_sites(environments(ctx.host, ctx.run))
     out: List[Tuple[str, str]] = []
-    seen = set()
-    for entry in sys.path:
-        try:
-            names = os.listdir(entry or ".")
-        except OSError:
-            continue
-        for fn in sorted(names):
-            if not fn.endswith(".dist-info"):
-                continue
-            # <name>-<version>.dist-info; the name has no "-" (PEP 427 escapes it to "_")
-            n = _norm(fn[: -len(".dist-info")].split("-")[0])
-            if not n or n in seen or not any(fnmatch.fnmatchcase(n, p) for p in pats):
-                continue
-            seen.add(n)
-            sdk = n.replace("-", "_")
-            dist = _DistInfo(os.path.join(entry or ".", fn))
-            for rel in _so_files_of(dist):
-                out.append((sdk, os.path.normpath(os.path.join(dist.site, rel))))
-    return out
-
-
-class _DistInfo:
-    """The little of importlib.metadata.Distribution that _so_files_of needs."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.site = os.path.dirname(path)
-        self.files = None
-
-    def read_text(self, name: str) -> Optional[str]:
-        try:
-            with open(os.path.join(self.path, name), encoding="utf-8") as f:
-                return f.read()
-        except OSError:
-            return None
-
-
-def _so_files_of(dist: Any) -> List[str]:
-    """Relative paths of shared objects in a distribution's RECORD (PEP 376/627).
-
-    The RECORD is filtered as text before any path object is built: torch's has 16 000 lines
-    and `Distribution.files` spends 0.2 s turning them all into PackagePath objects.
-    """
-    try:
-        text = dist.read_text("RECORD")
-    except Exception:
-        text = None
-    if not text:
-        return [str(f) for f in (dist.files or []) if _SO_RE.search(str(f))]
-    out = []
-    for line in text.splitlines():
-        if ".so" not in line:
-            continue
-        for row in csv.reader([line]):
-            if row and _SO_RE.search(row[0]):
-                out.append(row[0])
+    for norm, dist in find_dists(ctx.host, patterns, sites).items():
+        out.extend((norm.replace("-", "_"), p) for p in dist.shared_objects(ctx.host))
     return out
 
 
@@ -257,9 +199,8 @@ def _walk_roots(ctx: ProbeContext) -> List[Tuple[str, str, bool]]:
         for pattern in loc.get("globs", []):
             for p in expand_glob(host, pattern):
                 cands.append((sdk, p, False))
-    if host.source == "live":
-        for sdk, p in _python_libraries(list(ctx.args.get("python_distributions", []))):
-            cands.append((sdk, p, True))
+    for sdk, p in _python_libraries(ctx, list(ctx.args.get("python_distributions", []))):
+        cands.append((sdk, p, True))
     seen = set()
     out = []
     for sdk, p, py in cands:

@@ -62,38 +62,25 @@ def _scan_lib(ctx: ProbeContext, path: str) -> Optional[Dict[str, str]]:
     return parse_lib_version(data)
 
 
-def python_dists(host: Host, prefixes: Tuple[str, ...], site_globs=SITE_GLOBS) -> Dict[str, Tuple[str, str]]:
+def python_dists(host: Host, prefixes: Tuple[str, ...], site_globs=SITE_GLOBS,
+                 run=None) -> Dict[str, Tuple[str, str]]:
     """{dist name: (version, dist-info path)} of installed Python distributions named exactly
-    one of `names` (normalised: `-` -> `_`, lower case; first found wins)."""
+    one of `prefixes` (`openvino`, not openvino_genai), in the application environments
+    (npu_doctor.pyenv), then the system-wide and `site_globs` directories; first found wins.
+    The version is METADATA's `Version:` (else the folder name's). Pass a probe's `ctx.run`
+    as `run`, so one check asks each interpreter once."""
+    from ..pyenv import find_dists, site_dirs
+
     found: Dict[str, Tuple[str, str]] = {}
-    for pattern in site_globs:
-        for site in host.glob(pattern):
-            try:
-                names = host.listdir(site)
-            except HostError:
-                continue
-            for name in names:
-                if not name.endswith((".dist-info", ".egg-info")):
-                    continue
-                norm = name.replace("-", "_").lower()
-                for pre in prefixes:
-                    # the exact distribution: its name, then the version (not openvino_genai-...)
-                    p = pre.lower() + "_"
-                    if not (norm.startswith(p) and norm[len(p):len(p) + 1].isdigit()):
-                        continue
-                    if pre in found:
-                        continue
-                    full = posixpath.join(site, name)
-                    meta = None
-                    for fn in ("METADATA", "PKG-INFO"):
-                        try:
-                            meta = host.read_text(posixpath.join(full, fn), 65536)
-                            break
-                        except HostError:
-                            continue
-                    ver = parse_dist_version(name, meta)
-                    if ver:
-                        found[pre] = (ver, full)
+    dists = find_dists(host, list(prefixes), site_dirs(host, extra_globs=site_globs, run=run))
+    for pre in prefixes:
+        dist = dists.get(pre.replace("_", "-").lower())
+        if dist is None:
+            continue
+        meta = dist.read(host, "METADATA", 65536) or dist.read(host, "PKG-INFO", 65536)
+        ver = parse_dist_version(posixpath.basename(dist.path), meta)
+        if ver:
+            found[pre] = (ver, dist.path)
     return found
 
 
@@ -113,7 +100,7 @@ def collect_rknn_runtime(ctx: ProbeContext) -> None:
         ctx.facts.set(f"{key}.build", got.get("build"), path)
         ctx.facts.set(f"{key}.path", ctx.host.realpath(path), path)
 
-    for pre, (ver, where) in python_dists(ctx.host, tuple(DISTS)).items():
+    for pre, (ver, where) in python_dists(ctx.host, tuple(DISTS), run=ctx.run).items():
         ctx.facts.set(f"sdks.{DISTS[pre]}.version", ver, where)
         ctx.facts.set(f"sdks.{DISTS[pre]}.path", where, where)
 

@@ -1,7 +1,7 @@
 """Host: the only code that touches the machine (the interface and its value types).
 
 `LiveHost` (host.live) reads `/` and runs real commands; `SnapshotHost` (host.snapshot) reads
-a snapshot directory or `.tar.gz` in the contract format (ARCHITECTURE.md, "Contract: snapshot
+a snapshot directory or `.tar.gz` in the contract format (docs/architecture.md, "Contract: snapshot
 format"); `RecordingHost` (host.recording) wraps either and records what was read for
 `capture`. Probes, rules and tests go through this interface only, so the same code runs on a
 board, in CI and on a laptop replaying a capture.

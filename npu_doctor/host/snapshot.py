@@ -1,4 +1,4 @@
-"""SnapshotHost: a snapshot directory or `.tar.gz` (ARCHITECTURE.md, "Contract: snapshot
+"""SnapshotHost: a snapshot directory or `.tar.gz` (docs/architecture.md, "Contract: snapshot
 format") read as if it were the machine it was captured on."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ _LINK_STUB_RE = re.compile(r"^(?:\.\.?/|/)?[\w.:+@,-]+(?:/[\w.:+@,-]+)*/?$")
 
 
 class SnapshotHost(Host):
-    """A snapshot directory or `.tar.gz` (ARCHITECTURE.md, "Contract: snapshot format").
+    """A snapshot directory or `.tar.gz` (docs/architecture.md, "Contract: snapshot format").
 
     Files are read afresh at every access so a test can change them while a watch runs.
     Raises SnapshotError when the snapshot is missing or unreadable.

@@ -23,74 +23,27 @@ HASH_CHUNK = 1 << 20
 
 
 # -- Python distributions --------------------------------------------------------------------
-SYSTEM_SITE_GLOBS = (
-    "/usr/lib/python3/dist-packages",
-    "/usr/lib/python3*/site-packages",
-    "/usr/lib/python3*/dist-packages",
-    "/usr/lib64/python3*/site-packages",
-    "/usr/local/lib/python3*/site-packages",
-    "/usr/local/lib/python3*/dist-packages",
-    "/usr/local/lib64/python3*/site-packages",
-)
-
-
 def site_dirs(host: Host, extra: Sequence[str] = ()) -> List[str]:
-    """Directories scanned for *.dist-info: the running interpreter's site directories (live
-    host only), those a snapshot recorded (`[snapshot] python_paths`), then the system ones."""
-    dirs: List[str] = list(extra)
-    if host.source == "live":
-        dirs += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
-    else:
-        dirs += _snapshot_python_paths(host)
-    for pat in SYSTEM_SITE_GLOBS:
-        dirs += host.glob(pat)
+    """Directories scanned for *.dist-info: `extra`, then those of npu_doctor.pyenv (the
+    application environments, a snapshot's recorded `python_paths`, the system ones)."""
+    from ..pyenv import site_dirs as env_site_dirs
+
     out: List[str] = []
-    for d in dirs:
+    for d in list(extra) + env_site_dirs(host):
         if d and d not in out:
             out.append(d)
     return out
 
 
-def _snapshot_python_paths(host: Host) -> List[str]:
-    paths = host.snapshot_meta().get("python_paths", [])
-    return [str(x) for x in paths if isinstance(x, str)] if isinstance(paths, list) else []
-
-
-_DIST_RE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._]*?)-(?P<version>[^-]+?)"
-                      r"(?:-py\d[\d.]*)?(?:-[^-]+)?\.(?:dist-info|egg-info)$")
-
-
 def scan_python_packages(host: Host, patterns: Sequence[str],
                          dirs: Optional[Sequence[str]] = None) -> Dict[str, str]:
-    """{normalised name: version} of the distributions matching patterns, first dir wins.
+    """{normalised name: version} of the distributions matching patterns, first dir wins
+    (npu_doctor.pyenv reads the folder names; a bare `NAME.egg-info` its PKG-INFO). Read
+    through the Host, so a snapshot answers from its fs/."""
+    from ..pyenv import find_dists
 
-    Reads directory names (`onnxruntime-1.17.0.dist-info`, `hailort-4.20.0-py3.9.egg-info`);
-    a bare `NAME.egg-info` takes its version from PKG-INFO. Read through the Host, so a
-    snapshot answers from its fs/.
-    """
-    found: Dict[str, str] = {}
-    for d in (site_dirs(host) if dirs is None else dirs):
-        try:
-            names = host.listdir(d)
-        except HostError:
-            continue
-        for entry in names:
-            if not entry.endswith((".dist-info", ".egg-info")):
-                continue
-            m = _DIST_RE.match(entry)
-            if m:
-                name, version = m.group("name"), m.group("version")
-            else:
-                name, version = entry.rsplit(".", 1)[0], None
-                meta = host.read_attr(posixpath.join(d, entry, "PKG-INFO")) or ""
-                vm = re.search(r"^Version:\s*(\S+)", meta, re.M)
-                version = vm.group(1) if vm else None
-            norm = normalize_dist_name(name)
-            if version is None or norm in found:
-                continue
-            if any(fnmatch.fnmatchcase(norm, p) for p in patterns):
-                found[norm] = version
-    return dict(sorted(found.items()))
+    found = find_dists(host, patterns, site_dirs(host) if dirs is None else dirs)
+    return {k: d.version for k, d in found.items() if d.version is not None}
 
 
 # -- hashing ---------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ Needs the optional `onnx` package (`pip install 'npu-doctor[model]'`). Tensor da
 needed: the file is parsed without external data, and shape inference runs on a copy whose
 large initializers keep their dims but drop their bytes, so a 100 MB model costs one parse.
 
-Facts (ARCHITECTURE.md, model rules; lists hold one entry per finding subject):
+Facts (docs/architecture.md, model rules; lists hold one entry per finding subject):
   model.format = "onnx", model.opset (default-domain opset), model.ir_version, model.producer,
   model.node_count, model.op_counts {op: n},
   model.dynamic_inputs [{name, shape, dynamic}], model.control_flow [{node, op, placement, branches}],

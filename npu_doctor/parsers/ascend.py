@@ -10,7 +10,7 @@ Sources (real outputs the tests replay, see tests/data/ascend/SOURCE):
 - `-t board`, driver/firmware version.info, CANN 8.5 layout: Ascend/mind-cluster
   docs/zh/faultdiag/user_guide.md.
 - DCMI failures: vllm-project/vllm-ascend #632 (`ret is -8020`).
-- Range lists: ../shared/research/matrices.md section 1.3 (`[7.0.0,7.5.99]`, `[24.1,24.1.]`).
+- Range lists: docs/matrices.md (`[7.0.0,7.5.99]`, `[24.1,24.1.]`).
 
 All functions are pure (text in, dict out). A table that cannot be read raises ValueError.
 """

@@ -4,7 +4,7 @@ the DKMS build log of the gasket/apex module.
 Sources (see tests/data/coral/SOURCE):
 - compiler versions `Edge TPU Compiler version 16.0.384591198`, the switch from `2.1.302470888`
   to `14.1`: google-coral/edgetpu issues #480, jsk-ros-pkg/coral_usb_ros PR #78;
-  ../shared/research/matrices.md section 7.1.
+  docs/matrices.md
 - `Package requires runtime version (14), which is newer than this runtime version (13)`:
   google-coral/edgetpu #435.
 - apex kernel lines `RAM did not enable within timeout (12000 ms)`, `Error in device open cb:

@@ -1,7 +1,7 @@
 """`npu-doctor watch`: a daemon that logs transitions, never one line per sample.
 
 Every `interval` seconds it runs the fast probes (thermal zones, devfreq, accelerators, CPU
-load; specs with `fast = true`) and turns what changed into events (ARCHITECTURE.md,
+load; specs with `fast = true`) and turns what changed into events (docs/architecture.md,
 "Contract: watch events"): throttling-start/-end (with hysteresis: a zone that crossed its
 passive trip must cool below trip minus the trip's hysteresis, default 2 °C, to end),
 runtime-suspend/-resume, device-added/-removed, fallback-suspected/-cleared (accelerator near

@@ -6,7 +6,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Callable, IO, List, Optional, Sequence
+from typing import IO, Any, Callable, List, Optional, Sequence
 
 from ..check import Config, run_check
 from ..errors import ConfigError
@@ -25,7 +25,9 @@ class Watcher:
                  log_format: str = "journal", out: IO[str] = sys.stdout,
                  textfile_dir: Optional[str] = None,
                  reload_config: Optional[Callable[[], Config]] = None,
-                 notifier: Optional[Notifier] = None, use_udev: bool = True) -> None:
+                 notifier: Optional[Notifier] = None, use_udev: bool = True,
+                 journal: Optional[Any] = None, prefix: bool = True,
+                 snapshot: Optional[Any] = None) -> None:
         self.host = host
         self.config = config
         self.interval = interval
@@ -36,6 +38,10 @@ class Watcher:
         self.reload_config = reload_config
         self.notifier = notifier or Notifier()
         self.tracker = Tracker()
+        self.journal = journal          # journal.JournalSender when stdout is the journal
+        self.prefix = prefix            # `<N>` priority prefixes (not on a terminal)
+        self.snapshot = snapshot        # metrics.Snapshot served by --listen
+        self._textfile_failing = False
         self.stop = threading.Event()
         self.reload = threading.Event()
         self.fast_specs = self._fast(config.specs)
@@ -65,7 +71,17 @@ class Watcher:
             return None
 
     def emit(self, ev: Event) -> None:
-        line = ev.json_line() if self.log_format == "json" else ev.journal_line()
+        """One event: to the journal (native protocol) when stdout is the journal, else one
+        line on `out` (JSON, or journal style with the `<N>` prefix unless on a terminal)."""
+        if self.journal is not None and self.log_format == "journal":
+            from ..journal import event_fields
+
+            if self.journal.send(event_fields(ev)):
+                return
+        if self.log_format == "json":
+            line = ev.json_line()
+        else:
+            line = ev.journal_line() if self.prefix else ev.journal_line().split(">", 1)[1]
         try:
             self.out.write(line + "\n")
             self.out.flush()
@@ -105,20 +121,18 @@ class Watcher:
                 try:
                     result = run_check(self.host, self.config)
                     events += self.tracker.check(result.findings)
+                    self.tracker.check_ok = True
+                    for r in result.probes:
+                        self.tracker.probe_ok[r.id] = r.status != "error"
                 except Exception as e:  # a bug in a rule or deriver must not stop the daemon
+                    self.tracker.check_ok = False
                     events.append(Event("probe-failed", "check", "error",
                                         f"the full check failed: {type(e).__name__}: {e}"))
         finally:
             self._busy = False
         for ev in events:
             self.emit(ev)
-        if self.textfile_dir:
-            from .metrics import write_textfile
-
-            try:
-                write_textfile(self.textfile_dir, self.tracker)
-            except OSError as e:
-                self.emit(Event("probe-failed", "textfile", "warning", f"cannot write metrics: {e}"))
+        self._export(now)
         if self._first:
             self.notifier.send(READY="1", STATUS=self.tracker.status_line())
             self._first = False
@@ -126,6 +140,31 @@ class Watcher:
         else:
             self._ping()
             self.notifier.send(STATUS=self.tracker.status_line())
+
+    def _export(self, now: float) -> None:
+        """Metrics for --listen and the textfile. A failing write is one `textfile-failed`
+        event when it starts and one `textfile-cleared` when a write succeeds again."""
+        if not self.textfile_dir and self.snapshot is None:
+            return
+        from . import metrics
+
+        fams = metrics.families(self.tracker, now)
+        if self.snapshot is not None:
+            self.snapshot.update(fams)
+        if not self.textfile_dir:
+            return
+        path = f"{self.textfile_dir}/{metrics.FILENAME}"
+        try:
+            metrics.write_atomic(path, metrics.render(fams))
+        except OSError as e:
+            if not self._textfile_failing:
+                self._textfile_failing = True
+                self.emit(Event("textfile-failed", path, "error",
+                                f"cannot write metrics: {e.strerror or e}; retrying every sample"))
+            return
+        if self._textfile_failing:
+            self._textfile_failing = False
+            self.emit(Event("textfile-cleared", path, "info", "metrics written again"))
 
     def _ping(self, force: bool = False) -> None:
         """WATCHDOG=1 after a completed sample; the loop samples at least every half
@@ -139,8 +178,16 @@ class Watcher:
         self.reload.clear()
         if self.reload_config is None:
             return
+        # systemd: RELOADING=1 (with the monotonic time, for Type=notify-reload) ... READY=1
+        self.notifier.send(RELOADING="1", MONOTONIC_USEC=str(int(time.monotonic() * 1e6)))
         try:
-            new = self.reload_config()
+            self._reload_config()
+        finally:
+            self.notifier.send(READY="1", STATUS=self.tracker.status_line())
+
+    def _reload_config(self) -> None:
+        try:
+            new = self.reload_config()  # type: ignore[misc]
         except ConfigError as e:
             self.emit(Event("config-rejected", "config", "error", f"{e}; keeping the previous configuration"))
             return

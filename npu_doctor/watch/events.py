@@ -1,4 +1,4 @@
-"""Events and the Tracker that turns successive fact samples into them (ARCHITECTURE.md,
+"""Events and the Tracker that turns successive fact samples into them (docs/architecture.md,
 "Contract: watch events")."""
 
 from __future__ import annotations
@@ -81,6 +81,8 @@ class Tracker:
         self.failed_probes: Set[str] = set()
         self.findings: Optional[Dict[Tuple[str, str], Any]] = None
         self.last_facts: Facts = Facts()
+        self.probe_ok: Dict[str, bool] = {}             # probe id -> last run did not fail
+        self.check_ok: Optional[bool] = None            # the last full check ran to the end
 
     # -- fast facts ---------------------------------------------------------------------
     def sample(self, facts: Facts, results: Sequence[ProbeResult], now: float) -> List[Event]:
@@ -208,6 +210,7 @@ class Tracker:
     def _probes(self, results: Sequence[ProbeResult]) -> List[Event]:
         out = []
         for r in results:
+            self.probe_ok[r.id] = r.status != "error"
             if r.status == "error" and r.id not in self.failed_probes:
                 self.failed_probes.add(r.id)
                 out.append(Event("probe-failed", r.id, "warning", r.error or "failed"))

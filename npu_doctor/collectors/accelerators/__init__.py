@@ -12,7 +12,7 @@ Collector `accelerators` (probe spec and detection tables: probes/accelerators.t
 - NPU devfreq devices (`/sys/class/devfreq/*`) whose device is listed by name
   (`27700000.npu`), for captures that hold nothing else.
 
-Each becomes one `accelerators[]` record (ARCHITECTURE.md): vendor, name, index, pci_address
+Each becomes one `accelerators[]` record (docs/architecture.md): vendor, name, index, pci_address
 ("0000:5a:00.0"), pci_id ("8086:7d1d"), sysfs (realpath of the device directory), driver.name
 (basename of the `driver` link), driver.version (`driver/module/version`), numa_node, dev (the
 main /dev node), dev_nodes [{path, type, mode "0660", uid, gid, group, can_open, exists}],

@@ -1,0 +1,101 @@
+"""The JSON Schemas (2020-12) of `check --format json` and `watch --log-format json` events:
+the report of every real board case and of this host validates, and so does every event."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import CASES, REPO
+from test_watch import Daemon, board, write, zone_temp_file  # noqa: F401  (board: fixture)
+
+jsonschema = pytest.importorskip("jsonschema")
+
+SCHEMA_DIR = REPO / "npu_doctor" / "schema"
+REPO_CASES = REPO / "tests" / "cases"
+
+
+def validator(name):
+    schema = json.loads((SCHEMA_DIR / name).read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+
+
+def errors_of(v, doc):
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in v.iter_errors(doc)][:5]
+
+
+def check_json(*args):
+    res = subprocess.run([sys.executable, "-m", "npu_doctor", "check", "--format", "json", *args],
+                         capture_output=True, text=True, timeout=300, cwd=str(REPO))
+    assert res.returncode in (0, 1), res.stderr
+    return json.loads(res.stdout)
+
+
+def test_report_names_its_schema_and_the_schema_is_shipped():
+    from npu_doctor.check import SCHEMA_URL
+
+    schema = json.loads((SCHEMA_DIR / "report-v1.json").read_text())
+    assert schema["$id"] == SCHEMA_URL and schema["$schema"].endswith("2020-12/schema")
+
+
+@pytest.mark.skipif(not CASES.is_dir(), reason="../shared/cases not present")
+def test_every_case_report_validates():
+    v = validator("report-v1.json")
+    cases = sorted(p for d in (CASES, REPO_CASES) if d.is_dir() for p in d.iterdir()
+                   if (p / "case.toml").exists())
+    assert len(cases) >= 10
+    bad = {}
+    for case in cases:
+        report = check_json("--snapshot", str(case))
+        assert report["$schema"].endswith("/report-v1.json")
+        errs = errors_of(v, report)
+        if errs:
+            bad[case.name] = errs
+    assert not bad, bad
+
+
+def test_this_hosts_report_validates():
+    v = validator("report-v1.json")
+    report = check_json()
+    assert report["host"]["source"] == "live"
+    assert errors_of(v, report) == []
+
+
+def test_schema_rejects_what_the_contract_forbids():
+    v = validator("report-v1.json")
+    report = check_json("--snapshot", str(CASES / "k01-rk3588-npu-autosuspend")) if CASES.is_dir() else None
+    if report is None:
+        pytest.skip("../shared/cases not present")
+    assert report["findings"]
+    broken = json.loads(json.dumps(report))
+    broken["findings"][0]["severity"] = "critical"
+    broken["facts"]["accelerators"][0]["vendor"] = "rockchip"
+    broken["probes"][0]["status"] = "fine"
+    msgs = " ".join(errors_of(v, broken))
+    assert "critical" in msgs and "rockchip" in msgs and "fine" in msgs
+
+
+def test_watch_events_validate(board):  # noqa: F811
+    v = validator("event-v1.json")
+    d = Daemon(board, "--interval", "0.2", "--check-interval", "1")
+    try:
+        d.wait_note("READY=1")
+        write(zone_temp_file(board, "soc-thermal"), "90000\n")
+        events = [d.wait_event("throttling-start")]
+        write(zone_temp_file(board, "soc-thermal"), "40000\n")
+        events.append(d.wait_event("throttling-end"))
+        npu = board / "fs/sys/devices/platform/fdab0000.npu/power"
+        write(npu / "autosuspend_delay_ms", "2000\n")
+        write(npu / "control", "auto\n")
+        events.append(d.wait_event("finding-raised", 15))
+        events += d.drain_events(0.5)
+    finally:
+        d.close()
+    for ev in events:
+        assert errors_of(v, ev) == [], ev
+    bad = dict(events[0], event="exploded")
+    assert errors_of(v, bad)
