@@ -176,7 +176,7 @@ def test_watch_reload_that_raises_anything_is_config_rejected():
     events = []
     w.reload = __import__("threading").Event()
     w.emit = events.append
-    w._do_reload()
+    w._reload_config()
     assert [e.event for e in events] == ["config-rejected"]
     assert "Boom: unexpected" in events[0].message and "\n" not in events[0].message
     assert w.config is not None
