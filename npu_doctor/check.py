@@ -73,10 +73,18 @@ def check_catalog_rules(catalogs: CatalogSet, rules: RuleSet) -> None:
 def run_check(host: Host, config: Config, select: Sequence[str] = (),
               ignore: Sequence[str] = (), only_fast: bool = False,
               progress: Optional[Callable[[str], None]] = None,
-              sample_s: float = 0.0) -> CheckResult:
+              sample_s: float = 0.0, deep: Optional[Dict] = None) -> CheckResult:
+    """`deep`: None for a plain check; a dict of npu_doctor.deep.deep_runs keyword arguments
+    (python, timeout_s, ...) to also run the active inference probes (`check --deep`)."""
     specs = [s for s in config.specs if s.fast] if only_fast else config.specs
     facts, results = run_probes(host, specs, progress=progress, options={"sample_s": sample_s, "signatures": config.signatures,
                                                 "catalogs": config.catalogs})
+    if deep is not None:
+        from .deep import deep_runs
+
+        deep_facts, deep_rows = deep_runs(host, facts, progress=progress, **deep)
+        facts.merge(deep_facts)
+        results = list(results) + deep_rows
     probe_rows = [p.to_json() for p in results]
     findings = evaluate(config.rules, facts, probe_rows)
     findings = filter_findings(findings, select, ignore)

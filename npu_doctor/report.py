@@ -23,6 +23,7 @@ AREAS: List[Tuple[str, Tuple[str, ...]]] = [
     ("Thermal", ("thermal",)),
     ("Power & clocks", ("devfreq", "cpufreq")),
     ("Logs", ("kernel_log", "log_events", "fallback")),
+    ("Inference runs", ("deep",)),   # only with check --deep
 ]
 
 _MARKS = {"ok": ("✓", "green"), "info": ("i", "blue"), "warning": ("!", "yellow"),
@@ -127,6 +128,10 @@ def _summary(area: str, facts: Dict[str, Any]) -> str:
                 text += f" {cur / 1e6:.0f}/{top / 1e6:.0f} MHz"
             return text
         return "; ".join(one(d) for d in devs[:4])
+    if area == "Inference runs":
+        from .deep.report import summary
+
+        return summary(facts)
     if area == "Logs":
         fb = g("fallback", {})
         if fb.get("ops"):
@@ -160,6 +165,8 @@ def render_text(result: CheckResult, verbose: bool = False, color: bool = False,
     width = max(len(a) for a, _ in AREAS)
     for area, _prefixes in AREAS:
         fs = by_area.get(area, [])
+        if area == "Inference runs" and "deep" not in facts and not fs:
+            continue
         worst = max((SEVERITY_RANK[f.severity] for f in fs), default=0)
         kind = {0: "ok", 1: "info", 2: "warning", 3: "error"}[worst]
         summary = clean(_summary(area, facts))

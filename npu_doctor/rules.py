@@ -208,22 +208,38 @@ def evaluate(ruleset: RuleSet, facts: Facts, probes: List[Dict[str, Any]]) -> Li
 
 
 def _vendor_match_wins(findings: List[Finding], from_catalog: set) -> List[Finding]:
-    """A catalog finding whose log line a rule's own match already reports (with the vendor's
-    knowledge of the cause) is the same problem said twice: keep the rule's."""
+    """A catalog finding that a rule's own match already reports (with the vendor's knowledge
+    of the cause) is the same problem said twice: keep the rule's. Same problem: the rule's
+    evidence holds the catalog finding's line, or comes from the same log file."""
     lines_by_rule: Dict[str, set] = {}
+    files_by_rule: Dict[str, set] = {}
     for f in findings:
         if id(f) not in from_catalog:
             for ev in f.evidence:
                 if isinstance(ev.get("value"), str):
                     lines_by_rule.setdefault(f.id, set()).add(ev["value"].strip())
+                if isinstance(ev.get("source"), str):
+                    files_by_rule.setdefault(f.id, set()).add(_source_file(ev["source"]))
     out = []
     for f in findings:
         if id(f) in from_catalog:
-            line = next((ev["value"] for ev in f.evidence if ev["fact"].endswith(".line")), None)
-            if isinstance(line, str) and _line_reported(line, lines_by_rule.get(f.id, ())):
-                continue
+            line_ev = next((ev for ev in f.evidence if ev["fact"].endswith(".line")), None)
+            if line_ev is not None:
+                if isinstance(line_ev["value"], str) and \
+                        _line_reported(line_ev["value"], lines_by_rule.get(f.id, ())):
+                    continue
+                src = line_ev.get("source")
+                if isinstance(src, str) and _source_file(src).startswith("logs/") and \
+                        _source_file(src) in files_by_rule.get(f.id, ()):
+                    continue
         out.append(f)
     return out
+
+
+def _source_file(source: str) -> str:
+    """`logs/run.log:12` (or `:3, 7-8`) -> `logs/run.log`."""
+    m = re.match(r"^(.+?)(?::[\d, \-]+)?$", source)
+    return m.group(1) if m else source
 
 
 def _line_reported(line: str, values: Iterable[str]) -> bool:
@@ -234,6 +250,24 @@ def _line_reported(line: str, values: Iterable[str]) -> bool:
 def _scopes(root: Dict[str, Any], for_each: Optional[str]):
     if not for_each:
         yield _Scope(root)
+        return
+    if "*" in for_each.split("."):
+        # `deep.*.*`: every value of a tree of tables, one `*` per level (runtime -> device)
+        parts = for_each.split(".")
+        n = parts.index("*")
+        nodes = [(lookup(root, ".".join(parts[:n])), ".".join(parts[:n]))]
+        for part in parts[n:]:
+            nxt = []
+            for val, p in nodes:
+                if part != "*":
+                    nxt.append((lookup(val, part), f"{p}.{part}"))
+                elif isinstance(val, dict):
+                    nxt += [(v, f"{p}.{k}") for k, v in val.items()]
+                elif isinstance(val, list):
+                    nxt += [(v, f"{p}[{i}]") for i, v in enumerate(val)]
+            nodes = nxt
+        for val, p in nodes:
+            yield _Scope(root, val, p)
         return
     items = lookup(root, for_each)
     if isinstance(items, dict):

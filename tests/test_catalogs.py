@@ -142,3 +142,33 @@ def test_explain_command_finds_codes_lines_and_fragments():
     assert r.returncode == 1 and "nothing in the catalogs" in r.stdout
     r = run("rules", "explain", "firmware-missing")
     assert "Catalog entries that raise it" in r.stdout and "HAILO_FW_NOT_FOUND" in r.stdout
+
+
+def test_templates_take_the_first_alternative_and_convert_cuda_versions():
+    from npu_doctor.catalog import fill, fill_value
+
+    assert fill("{node|node2}", {"node2": "/dev/hailo0"}) == "/dev/hailo0"
+    assert fill_value("{found:cudaver}", {"found": "11040"}) == "11.4"
+    assert fill_value("{found:cudaver}", {"found": "12020"}) == "12.2"
+    assert fill_value("{found:cudaver}", {"found": "7"}) is None
+
+
+def test_app_log_lines_raise_their_rules_and_state_facts():
+    log = ("RuntimeError: The NVIDIA driver on your system is too old (found version 11040). Please update\n"
+           "PermissionError: [Errno 13] Permission denied: '/dev/accel/accel0'\n"
+           "max locked memory           (kbytes, -l) 64\n")
+    evs = CATALOGS.match_text(log, "app.log", ("kernel", "runtime"), "runtime")
+    rules = {e.get("rule") for e in evs}
+    assert {"runtime-driver-mismatch", "device-node-permission"} <= rules
+    facts = {k: v for e in evs for k, v in (e.get("facts") or {}).items()}
+    assert facts["drivers.nvidia.cuda_version"] == "11.4" and facts["limits.memlock_bytes"] == 65536
+
+
+def test_explain_names_the_signature_when_no_catalog_entry_matches():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "npu_doctor", "explain",
+                        "OSError: libedgetpu.so.1: cannot open shared object file: No such file or directory"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "shared-library-not-found" in r.stdout and "--log" in r.stdout

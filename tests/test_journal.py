@@ -17,7 +17,7 @@ import time
 from conftest import REPO
 from test_watch import Daemon, board, write, zone_temp_file  # noqa: F401  (board: fixture)
 
-from npu_doctor.journal import MESSAGE_IDS, JournalSender, encode, event_fields, stream_is_journal
+from npu_doctor.watch.journal import MESSAGE_IDS, JournalSender, encode, event_fields, stream_is_journal
 from npu_doctor.watch import Event
 
 

@@ -347,9 +347,15 @@ def errno_name(value: str) -> str:
     return _errno.errorcode.get(n, str(n))
 
 
+def _group(groups: Dict[str, str], names: str) -> Optional[str]:
+    """The value of `name`, or of the first of `a|b` that matched (alternatives of a pattern
+    cannot share a group name)."""
+    return next((groups[n] for n in names.split("|") if groups.get(n) is not None), None)
+
+
 def fill(template: str, groups: Dict[str, str]) -> str:
     """`{group}` placeholders filled from named groups; an unknown one stays `?`."""
-    return _TEMPLATE_RE.sub(lambda m: str(_convert(groups.get(m.group(1)), m.group(2)) or "?"), template)
+    return _TEMPLATE_RE.sub(lambda m: str(_convert(_group(groups, m.group(1)), m.group(2)) or "?"), template)
 
 
 def fill_value(template: str, groups: Dict[str, str]) -> Any:
@@ -357,8 +363,8 @@ def fill_value(template: str, groups: Dict[str, str]) -> Any:
     (KiB/MiB converted to bytes), otherwise a string; None when a group is missing."""
     m = _TEMPLATE_RE.fullmatch(template)
     if m:
-        return _convert(groups.get(m.group(1)), m.group(2))
-    if any(groups.get(x.group(1)) is None for x in _TEMPLATE_RE.finditer(template)):
+        return _convert(_group(groups, m.group(1)), m.group(2))
+    if any(_group(groups, x.group(1)) is None for x in _TEMPLATE_RE.finditer(template)):
         return None
     return fill(template, groups)
 
@@ -381,4 +387,10 @@ def _convert(value: Optional[str], conv: Optional[str]) -> Any:
         return n * _UNITS[conv]
     if conv == "lower":
         return value.lower()
+    if conv == "cudaver":  # CUDA's integer version: 11040 -> "11.4", 12020 -> "12.2"
+        try:
+            n = int(value)
+        except ValueError:
+            return None
+        return f"{n // 1000}.{(n % 1000) // 10}" if 1000 <= n < 1000000 else None
     return value

@@ -30,7 +30,8 @@ MAX_LINE = 400
 MAX_SCAN_LINE = 4096
 MAX_EVENTS_PER_ENTRY = 50
 _ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-_TEMPLATE_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([a-z]+))?\}")
+#: `{group}`, `{group:conv}`, `{a|b}` (the first of a, b that matched).
+_TEMPLATE_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\|[A-Za-z_][A-Za-z0-9_]*)*)(?::([a-z]+))?\}")
 
 
 @dataclass

@@ -27,8 +27,10 @@ from .common import (_fail, _open_host, _progress_printer, _use_color, exit_for,
 @click.option("--collect-env", "collect_env", is_flag=True,
               help="Print the environment block for bug reports (what `python -m "
                    "torch.utils.collect_env` prints, for every framework) instead of the report.")
+@click.option("--deep", is_flag=True, help="Also run a small built-in model through every installed "
+              "runtime and device (subprocess, timeout, memory limit): placement, latency, counters.")
 def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, sample_s, verbose, color,
-          collect_env):
+          collect_env, deep):
     """Check this host (or a snapshot) and report findings.
 
     \b
@@ -55,7 +57,7 @@ def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, s
         if sample_s and progress_on:
             click.echo(f"npu-doctor: sampling utilisation for {sample_s:g} s ...", err=True)
         result = run_check(host, config, select, ignore, progress=_progress_printer(progress_on),
-                           sample_s=sample_s)
+                           sample_s=sample_s, deep=_deep_options(deep))
     except (ConfigError, SnapshotError, HostError) as e:
         if fmt == "npd":  # NPD shows stdout, not stderr
             click.echo(f"unknown: {e}"[:80])
@@ -77,3 +79,13 @@ def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, s
                                      unicode=stdout_is_unicode()))
     sys.stdout.flush()
     sys.exit(exit_for(result.findings, fail_on))
+
+
+def _deep_options(deep: bool):
+    """`run_check(deep=...)`: None without --deep; else the application's interpreter (the
+    first --python) to run the probe model with."""
+    if not deep:
+        return None
+    ctx = click.get_current_context(silent=True)
+    pythons = ctx.meta.get("npu_doctor.python") if ctx is not None else None
+    return {"python": pythons[0]} if pythons else {}

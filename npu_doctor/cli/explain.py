@@ -42,6 +42,13 @@ def explain(query, fmt):
                               indent=2, ensure_ascii=False))
         raise SystemExit(0 if hits else 1)
     if not hits:
+        sigs = _signatures_matching(text)
+        if sigs:
+            for sig in sigs:
+                click.echo(f"{sig.id}  [signature, {sig.file}]")
+                click.echo("  a probe's collector reads this line (its rule decides with the facts around it);")
+                click.echo("  `npu-doctor check --log FILE` on the log that holds it shows the finding")
+            raise SystemExit(0)
         click.echo(f"nothing in the catalogs matches {text!r} "
                    "(try the code alone, the mnemonic, or the whole log line)")
         raise SystemExit(1)
@@ -60,3 +67,18 @@ def explain(query, fmt):
                 label = {"now": "fix now", "persist": "make stay", "doc": "read"}[kind]
                 click.echo(f"  {label + ':':<9} {fill(e.fix[kind], groups) if groups else e.fix[kind]}")
         click.echo(f"  source:   {e.source}")
+
+
+def _signatures_matching(text: str):
+    """The `[[signature]]` tables (probes/*.toml) whose regex matches the line."""
+    from .. import registry
+    from ..catalog import strip_prefix
+    from ..probes import load_signatures
+
+    try:
+        registry.load_all()  # probe files name collectors, which must be known to load them
+        sigs = load_signatures()
+    except ConfigError:
+        return []
+    msg = strip_prefix(text)
+    return [s for s in sigs if s.regex.search(msg)]

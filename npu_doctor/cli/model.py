@@ -65,7 +65,16 @@ def _render_text(result) -> str:
               help="Extra target files (*.toml); a file replaces the shipped one of the same name.")
 @click.option("--rules", "rule_dirs", multiple=True, metavar="DIR", help="Extra rules files to load.")
 @click.option("--list-targets", is_flag=True, help="List the targets with toolkit version and sources.")
-def model_cmd(model_file, targets, fmt, select, ignore, fail_on, target_dirs, rule_dirs, list_targets):
+@click.option("--run", "run_", is_flag=True, help="Run the model on every installed runtime and device "
+              "instead (placement per operator, latency; subprocess with timeout and memory limit).")
+@click.option("--runtime", metavar="R", help="With --run: only this runtime (onnxruntime, openvino, tflite).")
+@click.option("--device", metavar="D", help="With --run: only this device or EP (CPU, NPU, CUDAExecutionProvider).")
+@click.option("--shape", "shapes", multiple=True, metavar="NAME=D0,D1,..",
+              help="With --run: the shape of an input with dynamic dims; repeatable.")
+@click.option("--value", "values", multiple=True, metavar="NAME=V",
+              help="With --run: the value of an input (e.g. a sample rate); repeatable.")
+def model_cmd(model_file, targets, fmt, select, ignore, fail_on, target_dirs, rule_dirs, list_targets,
+              run_, runtime, device, shapes, values):
     """Lint a model (ONNX; TFLite, OpenVINO IR) against what an NPU toolkit accepts.
 
     Checks, against the target's published operator list (targets/*.toml, one vendor document
@@ -84,7 +93,12 @@ def model_cmd(model_file, targets, fmt, select, ignore, fail_on, target_dirs, ru
       npu-doctor model yolov8n.onnx --target rk3588
       npu-doctor model det.onnx --target all --format json
       npu-doctor model --list-targets
+      npu-doctor model det.onnx --run --shape x=1,3,640,640
     """
+    if run_:
+        from ..deep.cli_run import model_run
+
+        model_run(model_file, runtime, device, shapes, values, fmt, select, ignore, fail_on, rule_dirs)
     from ..model import lint
     from ..model.targets import target_files
 

@@ -77,7 +77,7 @@ def watch(snapshot, probe_dirs, rule_dirs, logs, interval, check_interval, log_f
         host = _open_host(snapshot, list(logs))
     except (ConfigError, SnapshotError, HostError) as e:
         _fail(str(e))
-    from ..journal import JournalSender, stream_is_journal
+    from ..watch.journal import JournalSender, stream_is_journal
 
     journal = JournalSender() if stream_is_journal() else None
     watcher = Watcher(host, config, interval, check_interval, log_format=log_format,

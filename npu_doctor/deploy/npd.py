@@ -109,25 +109,43 @@ def go_pattern(regex: "re.Pattern[str]") -> str:
 
 
 def _kernel_sources(signatures: Sequence[Any], catalogs: Sequence[Any]):
-    """(where, reason id, regex, rule id or None) of every kernel-log problem pattern: the
-    `[[signature]]` tables with scope kernel, and the pattern entries of vendor catalogs
-    (not benign, raising a rule) that can be kernel lines. Generic kernel catalogs (keyed by
-    the driver named in the line) are left to a later version."""
+    """(where, reason id, regex, rule id or None, permanent ok) of every kernel-log problem
+    pattern: the `[[signature]]` tables with scope kernel, and the catalog entries that raise
+    a rule and can be kernel lines. A generic class (keyed by the driver named in the line)
+    gets its driver group narrowed to the accelerator drivers; a code entry (Xid 79) gets its
+    catalog's code pattern with the code written in. An entry a later line can clear (a
+    firmware name tried before the one that loads) never sets the permanent condition."""
+    import re as _re
+
+    drivers = sorted({d for c in catalogs for d in getattr(c, "drivers", {})})
+    narrow = "(?:" + "|".join(_re.escape(d) for d in drivers) + ")"
     for sig in signatures:
         if sig.scope == "kernel" and sig.id not in INFORMATIONAL_SIGNATURES and not sig.fields.get("benign"):
-            yield f"{sig.file}: signature {sig.id}", sig.id, sig.regex, sig.fields.get("rule")
+            yield f"{sig.file}: signature {sig.id}", sig.id, sig.regex, sig.fields.get("rule"), True
     for cat in catalogs:
-        if cat.generic or not cat.vendor or cat.scope not in ("kernel", "any"):
+        if cat.scope not in ("kernel", "any"):
             continue
         for e in cat.entries:
-            if e.pattern is not None and not e.benign and e.rule and e.scope in ("kernel", "any"):
-                yield f"{cat.file}: entry {e.key}", f"{cat.id}-{e.key}", e.pattern, e.rule
+            if e.benign or not e.rule or e.scope not in ("kernel", "any"):
+                continue
+            where, ident = f"{cat.file}: entry {e.key}", f"{cat.id}-{e.key}"
+            if e.pattern is not None:
+                text = e.pattern.pattern
+                if cat.generic:
+                    text = _re.sub(r"\(\?P<(module|driver)>[^()]*\)", lambda m: f"(?P<{m.group(1)}>{narrow})",
+                                   text, count=1)
+                yield where, ident, _re.compile(text, e.pattern.flags), e.rule, not e.cleared_by
+            elif e.code is not None:
+                for cp in cat.code_patterns:
+                    if "code" in cp.groupindex:
+                        text = _re.sub(r"\(\?P<code>[^()]*\)", _re.escape(e.code), cp.pattern, count=1)
+                        yield where, ident, _re.compile(text, cp.flags), e.rule, True
 
 
 def kernel_monitor(signatures: Sequence[Any], catalogs: Sequence[Any] = ()) -> Tuple[Dict[str, Any], List[str]]:
     """The system-log monitor config and the notes on patterns left out."""
     rules, notes, seen = [], [], set()
-    for where, ident, regex, rule_id in _kernel_sources(signatures, catalogs):
+    for where, ident, regex, rule_id, permanent_ok in _kernel_sources(signatures, catalogs):
         try:
             pattern = go_pattern(regex)
         except ValueError as e:
@@ -137,7 +155,7 @@ def kernel_monitor(signatures: Sequence[Any], catalogs: Sequence[Any] = ()) -> T
             continue
         seen.add(pattern)
         rule = {"type": "temporary", "reason": _camel(ident), "pattern": pattern}
-        if rule_id in PERMANENT_RULES:
+        if rule_id in PERMANENT_RULES and permanent_ok:
             rules.append(dict(rule, type="permanent", condition="NPUKernelProblem"))
         rules.append(rule)
     cfg = {

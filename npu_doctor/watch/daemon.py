@@ -74,7 +74,7 @@ class Watcher:
         """One event: to the journal (native protocol) when stdout is the journal, else one
         line on `out` (JSON, or journal style with the `<N>` prefix unless on a terminal)."""
         if self.journal is not None and self.log_format == "journal":
-            from ..journal import event_fields
+            from .journal import event_fields
 
             if self.journal.send(event_fields(ev)):
                 return

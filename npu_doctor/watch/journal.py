@@ -21,7 +21,7 @@ import struct
 from typing import TYPE_CHECKING, Dict, Optional
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .watch import Event
+    from .events import Event
 
 SOCKET_PATH = "/run/systemd/journal/socket"
 IDENTIFIER = "npu-doctor"
