@@ -134,9 +134,16 @@ def _summary(area: str, facts: Dict[str, Any]) -> str:
         return summary(facts)
     if area == "Logs":
         fb = g("fallback", {})
+        parts = []
         if fb.get("ops"):
-            return f"CPU fallback logged: {', '.join(fb['ops'][:6])}"
-        return "nothing notable"
+            parts.append(f"CPU fallback logged: {', '.join(fb['ops'][:6])}")
+        events = [e for e in g("log_events", []) or [] if isinstance(e, dict) and e.get("rule")]
+        if events:
+            where = sorted({str(e.get("source")) for e in events})
+            lines = sum(int(e.get("count") or 1) for e in events)
+            parts.append(f"{lines} problem line{'s' if lines != 1 else ''} in {', '.join(where[:3])}"
+                         + (f" (+{len(where) - 3} more)" if len(where) > 3 else ""))
+        return "; ".join(parts) if parts else "nothing notable"
     return ""
 
 
