@@ -133,7 +133,9 @@ class Facts:
         base = f"accelerators[{idx}]"
         for rel, value in _leaves(record):
             path = f"{base}.{rel}"
-            if self.get(path) is not None:
+            if self.get(path) is not None and not (rel == "driver.bound" and value is True):
+                # kept, except that evidence of a bound driver (its debugfs, class device)
+                # beats not having seen one (a devfreq dir missing or denied)
                 continue
             self.set(path, value)
             src = (sources or {}).get(rel) or source

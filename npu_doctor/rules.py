@@ -101,16 +101,25 @@ def _compare(op: str, got: Any, want: Any) -> bool:
         if ng is None or nw is None:
             return False
         return {"lt": ng < nw, "le": ng <= nw, "gt": ng > nw, "ge": ng >= nw}[op]
-    if op == "in":
-        return got in want or str(got) in [str(w) for w in want]
-    if op == "not_in":
-        return not (got in want or str(got) in [str(w) for w in want])
+    # Facts of another type than the operator expects (an `in_fact` naming a string, a
+    # `contains` on a number, a regex from a fact that does not compile) do not hold: a rule
+    # is data and must never raise on what the machine reports.
+    if op in ("in", "not_in"):
+        if not isinstance(want, list):
+            return False
+        found = got in want or str(got) in [str(w) for w in want]
+        return found if op == "in" else not found
     if op == "contains":
-        if isinstance(got, (list, str)):
-            return want in got
+        if isinstance(got, str):
+            return str(want) in got
+        if isinstance(got, list):
+            return want in got or str(want) in [str(g) for g in got]
         return False
     if op == "matches":
-        return re.search(str(want), str(got)) is not None
+        try:
+            return re.search(str(want), str(got)) is not None
+        except (re.error, RecursionError, OverflowError):
+            return False
     raise ValueError(op)
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from ..datafiles import read_toml
+from ..regexcheck import why_catastrophic
 from ..errors import ConfigError
 
 SCOPES = ("kernel", "runtime", "any")
@@ -112,9 +113,13 @@ def _compile(rx: Any, flags: int, where: str) -> "re.Pattern[str]":
     if not isinstance(rx, str) or not rx:
         raise ConfigError(f"{where}: pattern must be a non-empty string")
     try:
-        return re.compile(rx, flags)
+        compiled = re.compile(rx, flags)
     except re.error as e:
         raise ConfigError(f"{where}: bad regex ({e})") from None
+    why = why_catastrophic(rx, flags)
+    if why:
+        raise ConfigError(f"{where}: regex {rx!r} would backtrack catastrophically ({why})")
+    return compiled
 
 
 def _load_entry(raw: Any, cat: Catalog, n: int, path: str) -> Entry:
