@@ -61,12 +61,13 @@ def read_toml(path: str) -> Dict[str, Any]:
         hit = _MEMO.get(path)
         if hit is not None and hit[0] == key:
             return hit[1]
+    from .safeio import CAP_DATA_FILE, loads_toml, read_regular
+
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
+        data = loads_toml(read_regular(path, CAP_DATA_FILE).decode("utf-8"))
     except OSError as e:
         raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError) as e:
         raise ConfigError(f"{path}: not valid TOML ({str(e).splitlines()[0] if str(e) else e!r})") from None
     with _LOCK:
         _MEMO[path] = (key, data)

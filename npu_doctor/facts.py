@@ -124,7 +124,9 @@ class Facts:
         srcs = sources or {}
         for rel, value in _leaves(record):
             parts = split_path(rel)
-            if _get(node, parts) is not None:
+            if _get(node, parts) is not None and not (rel == "driver.bound" and value is True):
+                # kept, except that evidence of a bound driver (its debugfs, class device)
+                # beats not having seen one (a devfreq dir missing or denied)
                 continue
             if value is not None:
                 _put(node, parts, value)

@@ -30,10 +30,15 @@ def read_matrices(path: str, data: Optional[Dict[str, Any]] = None) -> Dict[str,
     if data is None:
         data = read_toml(path)
     matrices: Dict[str, Rows] = {}
-    for n, m in enumerate(data.get("matrix", [])):
+    tables = data.get("matrix", [])
+    if not isinstance(tables, list):
+        raise ConfigError(f"{path}: `matrix` must be an array of tables ([[matrix]])")
+    for n, m in enumerate(tables):
         if not isinstance(m, dict) or not isinstance(m.get("id"), str):
             raise ConfigError(f"{path}: matrix #{n + 1}: missing id")
         rows = m.get("row", [])
+        if not isinstance(rows, list):
+            raise ConfigError(f"{path}: matrix {m['id']}: `row` must be an array of tables ([[matrix.row]])")
         for i, row in enumerate(rows):
             if not isinstance(row, dict) or not row.get("source"):
                 raise ConfigError(f"{path}: matrix {m['id']}: row {i + 1} has no source")
@@ -43,7 +48,8 @@ def read_matrices(path: str, data: Optional[Dict[str, Any]] = None) -> Dict[str,
 
 def matrix_descriptions(data: Dict[str, Any]) -> Dict[str, str]:
     """{matrix id: description} of one parsed rules file."""
-    return {m["id"]: str(m.get("description", "")) for m in data.get("matrix", [])
+    tables = data.get("matrix", [])
+    return {m["id"]: str(m.get("description", "")) for m in (tables if isinstance(tables, list) else [])
             if isinstance(m, dict) and isinstance(m.get("id"), str)}
 
 

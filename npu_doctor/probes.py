@@ -36,6 +36,7 @@ from .datafiles import read_toml
 from .errors import AccessDenied, ConfigError, HostError
 from .facts import Facts
 from .host import CommandResult, Host
+from .regexcheck import why_catastrophic
 from .resources import data_files
 
 SPEC_KEYS = {"id", "area", "title", "collector", "read", "run", "parser", "into", "timeout_s",
@@ -257,6 +258,9 @@ def _load_signatures(data: Dict[str, Any], path: str) -> List[Signature]:
             raise ConfigError(f"{where}: bad regex ({e})") from None
         if not raw.get("regex"):
             raise ConfigError(f"{where}: missing regex")
+        why = why_catastrophic(raw["regex"], flags)
+        if why:
+            raise ConfigError(f"{where}: regex {raw['regex']!r} would backtrack catastrophically ({why})")
         fields = raw.get("fields", {})
         if not isinstance(fields, dict):
             raise ConfigError(f"{where}: fields must be a table")

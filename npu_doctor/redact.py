@@ -11,7 +11,7 @@ the same value gets the same placeholder in every file, command output, log and 
 | serial    | `Serial Number: X`, `serial_number": "X"`, `serial=X`, `SN: X`, and whole files named serial, serial_number, product_serial, board_serial, chassis_serial, machine-id, unique_id | `SERIAL-0001` |
 | uuid      | 8-4-4-4-12 hex UUIDs anywhere; values of `uuid=`/`UUID=`/`PARTUUID=` | `00000000-0000-4000-8000-000000000001` |
 | mac       | six hex pairs joined by `:` or `-` (not all zeros / all ones)      | `02:00:00:00:00:01` |
-| ipv4      | a dotted quad on a line that speaks of addresses (inet, addr, ip, host, server, gateway, via, src, dst, nameserver, url, `@`, `://`), with a /prefix or :port, or in 192.168/16, 172.16/12, 169.254/16; never 127.x, 0.0.0.0 or masks | `192.0.2.1` (RFC 5737) |
+| ipv4      | a dotted quad on a line that speaks of addresses (inet, addr, ip, host, server, gateway, via, src, dst, nameserver, url, `@`, `://`), with a /prefix or :port, or in 10/8, 192.168/16, 172.16/12, 169.254/16, 100.64/10; never 127.x, 0.0.0.0 or masks | `192.0.2.1` (RFC 5737) |
 | ipv6      | full or `::`-compressed IPv6 (not ::1)                             | `2001:db8::1` (RFC 3849) |
 
 A dotted quad that is not in an address context is left alone on purpose: TensorRT
@@ -91,7 +91,23 @@ _IPV6 = re.compile(
 
 def _private_v4(ip: str) -> bool:
     a, b = (int(x) for x in ip.split(".")[:2])
+    # RFC 1918 172.16/12 and 192.168/16, link-local 169.254/16 (10/8 and CGNAT: _weak_private_v4)
     return (a == 192 and b == 168) or (a == 172 and 16 <= b <= 31) or (a == 169 and b == 254)
+
+
+#: Lines where a dotted quad starting 10. or 100. is likely a version (TensorRT 10.3.0.26 in
+#: dpkg-query's `name<TAB>version`, "version 10.1.0.5"), not an address.
+_VERSIONISH = re.compile(r"version|release|revision|\bv\d|\t", re.IGNORECASE)
+
+
+def _weak_private_v4(m: "re.Match", line: str) -> bool:
+    """10/8 (RFC 1918) and CGNAT 100.64/10 (RFC 6598): an address unless it reads as a
+    version (followed by -, +, ~ or on a line that speaks of versions)."""
+    a, b = (int(x) for x in m.group(1).split(".")[:2])
+    if not (a == 10 or (a == 100 and 64 <= b <= 127)):
+        return False
+    after = line[m.end():m.end() + 1]
+    return after not in ("-", "+", "~") and not _VERSIONISH.search(line)
 
 
 class Redactor:
@@ -116,7 +132,7 @@ class Redactor:
                 "hostname": f"host-{n}", "user": f"user{n}", "home": f"/home/redacted{n}",
                 "serial": f"SERIAL-{n:04d}", "uuid": f"00000000-0000-4000-8000-{n:012d}",
                 "mac": "02:00:00:00:{:02x}:{:02x}".format(n // 256 % 256, n % 256),
-                "ipv4": f"192.0.2.{n % 254 + 1}" if n < 254 else f"198.51.100.{n % 254 + 1}",
+                "ipv4": f"192.0.2.{n}" if n <= 254 else f"198.51.100.{(n - 255) % 254 + 1}",
                 "ipv6": f"2001:db8::{n:x}",
             }[kind]
             self._placeholders.add(m[value])
@@ -200,7 +216,7 @@ class Redactor:
         octets = [int(x) for x in ip.split(".")]
         if any(o > 255 for o in octets) or octets[0] in (0, 127, 255) or ip.startswith("255."):
             return False
-        if m.group(2) or _private_v4(ip):
+        if m.group(2) or _private_v4(ip) or _weak_private_v4(m, line):
             return True
         return bool(_IP_CONTEXT.search(line))
 

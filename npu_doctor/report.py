@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from . import __version__
 from .check import CheckResult
 from .rules import SEVERITY_RANK, Finding
+from .textsafe import escape_controls
 
 # Area name -> fact path prefixes whose findings belong to it.
 AREAS: List[Tuple[str, Tuple[str, ...]]] = [
@@ -51,6 +52,15 @@ def _area_of(f: Finding) -> str:
     if f.id in ("no-accelerator-found", "driver-not-loaded"):
         return "Accelerators"
     return "System"
+
+
+_PROBE_AREAS = {"thermal": "Thermal", "devfreq": "Power & clocks", "cpufreq": "Power & clocks",
+                "libraries": "Software", "logs": "Logs", "system": "System"}
+
+
+def _probe_area(p: Any) -> str:
+    """The report line a probe's result belongs to (its spec `area`, or its id)."""
+    return _PROBE_AREAS.get(p.id) or _PROBE_AREAS.get(getattr(p, "area", ""), "Accelerators")
 
 
 def _summary(area: str, facts: Dict[str, Any]) -> str:
@@ -124,9 +134,16 @@ def _summary(area: str, facts: Dict[str, Any]) -> str:
         return summary(facts)
     if area == "Logs":
         fb = g("fallback", {})
+        parts = []
         if fb.get("ops"):
-            return f"CPU fallback logged: {', '.join(fb['ops'][:6])}"
-        return "nothing notable"
+            parts.append(f"CPU fallback logged: {', '.join(fb['ops'][:6])}")
+        events = [e for e in g("log_events", []) or [] if isinstance(e, dict) and e.get("rule")]
+        if events:
+            where = sorted({str(e.get("source")) for e in events})
+            lines = sum(int(e.get("count") or 1) for e in events)
+            parts.append(f"{lines} problem line{'s' if lines != 1 else ''} in {', '.join(where[:3])}"
+                         + (f" (+{len(where) - 3} more)" if len(where) > 3 else ""))
+        return "; ".join(parts) if parts else "nothing notable"
     return ""
 
 
@@ -140,6 +157,9 @@ def render_text(result: CheckResult, verbose: bool = False, color: bool = False,
 
     def style(text: str, fg: Optional[str] = None, bold: bool = False) -> str:
         return click.style(text, fg=fg, bold=bold) if color else text
+
+    def clean(text: str) -> str:  # machine text: one record per line, no terminal escapes
+        return escape_controls(text)
 
     def mark(kind: str) -> str:
         sym, fg = _MARKS[kind]
@@ -160,9 +180,14 @@ def render_text(result: CheckResult, verbose: bool = False, color: bool = False,
             continue
         worst = max((SEVERITY_RANK[f.severity] for f in fs), default=0)
         kind = {0: "ok", 1: "info", 2: "warning", 3: "error"}[worst]
-        summary = _summary(area, facts)
+        summary = clean(_summary(area, facts))
         if kind == "ok" and "unknown" in summary:
             kind = "unknown"
+        failed = [p.id for p in result.probes if p.status == "error" and _probe_area(p) == area]
+        if kind == "ok" and failed:
+            # a probe that failed is never summarised as fine: its part is unknown
+            kind = "unknown"
+            summary += f"; unknown: probe {', '.join(failed[:3])} failed"
         if fs:
             summary += f"  ({len(fs)} finding{'s' if len(fs) != 1 else ''})"
         lines.append(f"{mark(kind)} {area.ljust(width)}  {summary}")
@@ -177,23 +202,24 @@ def render_text(result: CheckResult, verbose: bool = False, color: bool = False,
             kind = f.severity
             head = f"{mark(kind)} {style(f.id, bold=True)}"
             if f.subject:
-                head += f" [{f.subject}]"
+                head += f" [{clean(f.subject)}]"
             lines.append("")
-            lines.append(head + f": {f.title}")
-            lines.append(f"    {f.message}")
+            lines.append(head + f": {clean(f.title)}")
+            lines.append(f"    {clean(f.message)}")
             for ev in f.evidence:
-                src = f"  ({ev['source']})" if ev.get("source") else ""
-                lines.append(style(f"    evidence: {ev['fact']} = {_fmt(ev['value'])}{src}", fg="bright_black"))
+                src = f"  ({clean(str(ev['source']))})" if ev.get("source") else ""
+                lines.append(style(f"    evidence: {ev['fact']} = {clean(_fmt(ev['value']))}{src}",
+                                   fg="bright_black"))
             for fx in f.fixes:
                 label = {"now": "fix now", "persist": "make it stay", "doc": "read"}[fx["kind"]]
-                text = fx["text"].rstrip().replace("\n", "\n" + " " * (6 + len(label)))
+                text = escape_controls(fx["text"].rstrip(), keep_newlines=True).replace("\n", "\n" + " " * (6 + len(label)))
                 lines.append(f"    {style(label + ':', fg='cyan')} {text}")
     errors = [p for p in result.probes if p.status == "error"]
     if errors and verbose:
         lines.append("")
         lines.append("Probes that failed:")
         for p in errors:
-            lines.append(f"    {p.id}: {p.error}")
+            lines.append(f"    {p.id}: {clean(str(p.error))}")
     libs = facts.get("libraries") or []
     if verbose and libs:
         lines.append("")
@@ -209,7 +235,8 @@ def render_text(result: CheckResult, verbose: bool = False, color: bool = False,
         lines.append("Facts:")
         for path, value in result.facts.flat():
             origin = result.facts.sources.get(path)
-            lines.append(f"    {path} = {_fmt(value)}" + (style(f"  ({origin})", fg="bright_black") if origin else ""))
+            lines.append(f"    {path} = {clean(_fmt(value))}"
+                         + (style(f"  ({clean(str(origin))})", fg="bright_black") if origin else ""))
     elif not result.findings or errors:
         lines.append("")
         lines.append(style("Run with -v for every fact and probe, or --format json for tools.", fg="bright_black"))

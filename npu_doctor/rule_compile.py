@@ -131,15 +131,37 @@ def _specialise(op: str, want: Any) -> Callable[[Any], bool]:
             ng = _num(got)
             return ng is not None and cmp(ng, nw2)
         return num_test
+    # Facts of another type than the operator expects (an `in_fact` naming a string, a
+    # `contains` on a number, a regex from a fact that does not compile) do not hold: a rule
+    # is data and must never raise on what the machine reports.
     if op in ("in", "not_in"):
+        if not isinstance(want, list):
+            return lambda got: False
         strs = frozenset(str(w) for w in want)
         neg = op == "not_in"
         return lambda got: (str(got) in strs or got in want) != neg
     if op == "contains":
-        return lambda got: want in got if isinstance(got, (list, str)) else False
+        sw = str(want)
+
+        def contains_test(got: Any) -> bool:
+            if isinstance(got, str):
+                return sw in got
+            if isinstance(got, list):
+                return want in got or sw in [str(g) for g in got]
+            return False
+        return contains_test
     if op == "matches":
-        rx = re.compile(str(want))
-        return lambda got: rx.search(str(got)) is not None
+        try:
+            rx = re.compile(str(want))
+        except (re.error, RecursionError, OverflowError):
+            return lambda got: False
+
+        def matches_test(got: Any) -> bool:
+            try:
+                return rx.search(str(got)) is not None
+            except (RecursionError, OverflowError):
+                return False
+        return matches_test
     raise ValueError(op)
 
 

@@ -9,6 +9,7 @@ from typing import Any, Dict, Iterable, List, Tuple
 from .datafiles import read_toml
 from .errors import ConfigError
 from .matrices import matrix_descriptions, read_matrices
+from .regexcheck import why_catastrophic
 from .resources import data_files
 from .rule_model import (
     _ID_RE,
@@ -59,6 +60,9 @@ def _check_condition(cond: Any, where: str) -> None:
             re.compile(cond[op])
         except (re.error, TypeError) as e:
             raise ConfigError(f"{where}: bad regex {cond[op]!r} ({e})") from None
+        why = why_catastrophic(cond[op])
+        if why:
+            raise ConfigError(f"{where}: regex {cond[op]!r} would backtrack catastrophically ({why})")
     if op in ("in", "not_in") and not isinstance(cond[op], list):
         raise ConfigError(f"{where}: `{op}` needs a list")
 
@@ -81,9 +85,12 @@ def _parse_fixes(raw: Any, where: str) -> List[Fix]:
         if not isinstance(text, str) or not text:
             raise ConfigError(f"{where}: fix needs text")
         sw = f.get("sysfs_write")
-        if sw is not None and (not isinstance(sw, dict) or set(sw) != {"path", "value"}):
-            raise ConfigError(f"{where}: sysfs_write must be {{path = ..., value = ...}}")
+        if sw is not None and (not isinstance(sw, dict) or set(sw) != {"path", "value"}
+                               or not all(isinstance(v, str) for v in sw.values())):
+            raise ConfigError(f"{where}: sysfs_write must be {{path = \"...\", value = \"...\"}} (strings)")
         when = f.get("when", [])
+        if not isinstance(when, list):
+            raise ConfigError(f"{where}: fix.when must be a list of conditions (got {when!r})")
         for c in when:
             _check_condition(c, where)
         out.append(Fix(f["kind"], text, sw, when))

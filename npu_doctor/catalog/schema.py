@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from ..datafiles import read_toml
+from ..regexcheck import why_catastrophic
 from ..errors import ConfigError
 
 SCOPES = ("kernel", "runtime", "any")
@@ -25,6 +26,8 @@ FIX_KINDS = ("now", "persist", "doc")
 RESERVED = {"signature", "scope", "source", "line_no", "line", "count", "catalog", "entry",
             "code", "mnemonic", "meaning", "rule", "severity", "message", "subject",
             "fix_now", "fix_persist", "fix_doc", "source_url", "benign", "facts", "vendor"}
+#: In a pattern: any driver of the catalog's [catalog.drivers] table.
+DRIVERS_TOKEN = "{accelerator_drivers}"
 MAX_LINE = 400
 MAX_SCAN_LINE = 4096
 MAX_EVENTS_PER_ENTRY = 50
@@ -110,9 +113,13 @@ def _compile(rx: Any, flags: int, where: str) -> "re.Pattern[str]":
     if not isinstance(rx, str) or not rx:
         raise ConfigError(f"{where}: pattern must be a non-empty string")
     try:
-        return re.compile(rx, flags)
+        compiled = re.compile(rx, flags)
     except re.error as e:
         raise ConfigError(f"{where}: bad regex ({e})") from None
+    why = why_catastrophic(rx, flags)
+    if why:
+        raise ConfigError(f"{where}: regex {rx!r} would backtrack catastrophically ({why})")
+    return compiled
 
 
 def _load_entry(raw: Any, cat: Catalog, n: int, path: str) -> Entry:
@@ -150,7 +157,12 @@ def _load_entry(raw: Any, cat: Catalog, n: int, path: str) -> Entry:
     if scope not in SCOPES:
         raise ConfigError(f"{where}: scope must be kernel, runtime or any")
     flags = re.IGNORECASE if "i" in str(raw.get("flags", "")) else 0
-    pattern = _compile(raw["pattern"], flags, where) if "pattern" in raw else None
+    text = raw.get("pattern")
+    if isinstance(text, str) and DRIVERS_TOKEN in text:
+        # a generic class about any accelerator driver: the catalog's driver table, spelled out
+        names = sorted(cat.drivers, key=len, reverse=True)
+        text = text.replace(DRIVERS_TOKEN, "(?:" + "|".join(re.escape(n) for n in names) + ")")
+    pattern = _compile(text, flags, where) if "pattern" in raw else None
     if pattern is None and (code is None or not cat.code_patterns) and not mnemonic:
         raise ConfigError(f"{where}: needs a pattern, or a code the catalog's code_patterns find")
     facts = raw.get("facts", {})

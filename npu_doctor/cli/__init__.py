@@ -53,30 +53,35 @@ for _cmd in (check, rules, lock, verify, capture, watch, fix, model_cmd, explain
     main.add_command(_cmd)
 
 
-def _lossy_on_legacy_encodings() -> None:
-    """On a stdout/stderr that cannot encode Unicode (PYTHONIOENCODING=ascii, a latin-1
-    locale), replace what it cannot show instead of dying with UnicodeEncodeError halfway
-    through a report. JSON reports escape non-ASCII themselves (report.render_json)."""
-    from ..report import stdout_is_unicode
+_SHORT_USAGE = """Usage: npu-doctor COMMAND [OPTIONS]
 
-    if stdout_is_unicode():
-        return
-    for stream in (sys.stdout, sys.stderr):
-        reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None:
-            try:
-                reconfigure(errors="replace")
-            except (ValueError, OSError):  # pragma: no cover - a closed or detached stream
-                pass
+  check     report on this machine (or --snapshot PATH); exit 1 on findings
+  watch     log throttling, runtime PM and hot-plug as they happen (systemd)
+  lock      pin the validated stack; verify: drift since the lock
+  capture   bring this board home (redacted snapshot)
+  fix       show (or --apply) the fixes for the findings
+  rules     list or explain the checks
+
+Run `npu-doctor --help` or `npu-doctor COMMAND --help` for more.
+"""
 
 
 def run(argv: Optional[List[str]] = None) -> None:
     """Entry point: usage errors and stray NpuDoctorErrors become one line and exit 2;
-    Ctrl-C is exit 130 (not 1, which means "findings"). Always ends in SystemExit.
+    Ctrl-C is exit 130 (not 1, which means "findings"); stdout failures as in cli.streams;
+    bare `npu-doctor` is a short usage on stdout, exit 0. Always ends in SystemExit.
 
     `argv` (default: sys.argv[1:]) lets the tests run the CLI in-process, as the console
     script would."""
-    _lossy_on_legacy_encodings()
+    from .streams import guarded, install
+
+    install()
+    if not (sys.argv[1:] if argv is None else argv):
+        guarded(lambda: sys.stdout.write(_SHORT_USAGE))
+    guarded(lambda: _run(argv))
+
+
+def _run(argv: Optional[List[str]]) -> None:
     try:
         rv = main(args=argv, prog_name="npu-doctor", standalone_mode=False)
     except click.exceptions.Exit as e:

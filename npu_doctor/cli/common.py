@@ -25,7 +25,7 @@ def _use_color(mode: str, stream=None) -> bool:
         return False
     if mode == "always":
         return True
-    if os.environ.get("NO_COLOR"):
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
         return False
     stream = stream or sys.stdout
     return hasattr(stream, "isatty") and stream.isatty()

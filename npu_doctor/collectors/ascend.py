@@ -25,6 +25,7 @@ from ..errors import CommandNotFound, HostError
 from ..facts import Facts
 from ..matrices import matrix_rows, set_compat
 from ..parsers import ascend as P
+from ..parsers.timeouts import says_only_timed_out
 from ..probes import NoData, ProbeContext, ProbeError
 from ..registry import collector, deriver
 
@@ -67,8 +68,10 @@ def collect_npu_smi(ctx: ProbeContext) -> None:
             raise ProbeError("npu-smi info printed no device table that npu-doctor can read")
         last = [ln.strip() for ln in text.splitlines() if ln.strip()]
         err = fail["line"] if fail else (last[-1] if last else f"exit status {res.returncode}")
-        ctx.facts.set("ascend.npu_smi", {"status": "failed", "returncode": res.returncode,
-                                          "error": err[:300]}, src)
+        # a run that hung, or whose output only says it timed out, is not an init failure
+        timeout = res.timed_out or (fail is None and says_only_timed_out(text))
+        ctx.facts.set("ascend.npu_smi", {"status": "timeout" if timeout else "failed",
+                                          "returncode": res.returncode, "error": err[:300]}, src)
         if fail:
             ctx.facts.set("ascend.npu_smi.dcmi_code", fail.get("code"), src)
             ctx.facts.set("ascend.npu_smi.dcmi_kind", fail["kind"], src)

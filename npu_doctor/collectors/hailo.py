@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional
 from ..errors import CommandNotFound, HostError
 from ..facts import Facts
 from ..parsers import hailo as P
+from ..parsers.timeouts import says_only_timed_out
 from ..probes import NoData, ProbeContext, ProbeError
 from ..registry import collector, deriver
 from ..sysfs import module_version
@@ -164,7 +165,9 @@ def _identify(ctx: ProbeContext, res) -> None:
     ident_facts = {"status": status, "returncode": res.returncode, "error": error[:300],
                    "status_name": err.get("status_name"), "status_code": err.get("status_code")}
     if res.timed_out:
-        ident_facts.update(status="failed", error="hailortcli fw-control identify timed out")
+        ident_facts.update(status="timeout", error="hailortcli fw-control identify timed out")
+    elif status == "failed" and not err.get("status_name") and says_only_timed_out(text):
+        ident_facts.update(status="timeout")  # it says it timed out: not an init failure
     ctx.facts.set("hailo.identify", {k: v for k, v in ident_facts.items() if v is not None}, src)
     if err.get("driver_version"):
         # HailoRT read the version from the driver of an opened device: a device and its

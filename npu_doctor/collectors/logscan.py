@@ -180,9 +180,9 @@ _LOCK = threading.Lock()
 _HOST_LOCKS: "weakref.WeakKeyDictionary[Any, threading.Lock]" = weakref.WeakKeyDictionary()
 
 
-def _identity(files: List[Tuple[str, str]]) -> Tuple[Any, ...]:
+def _identity(files: List[Tuple[str, str, bool]]) -> Tuple[Any, ...]:
     out = []
-    for name, path in files:
+    for name, path, _strict in files:
         try:
             st = os.stat(path)
             out.append((name, path, st.st_size, st.st_mtime_ns, st.st_ino))
@@ -210,12 +210,13 @@ def scan_logs(host: Any, signatures: Iterable[Any], catalogs: Optional[Any]) -> 
             for name, text in host.logs():
                 scans.append(scan_one(name, text.splitlines(), signatures, catalogs))
         else:
-            for name, path in files:
+            for name, path, strict in files:
                 try:
-                    scans.append(scan_one(name, _checked(iter_log_lines(path)), signatures, catalogs))
+                    scans.append(scan_one(name, _checked(iter_log_lines(path, strict)), signatures,
+                                          catalogs))
                 except HostError:
-                    if name.startswith("logs/"):
-                        continue  # an unreadable file in a snapshot's logs/ is skipped
+                    if strict:
+                        continue  # an unreadable or refused file in a snapshot's logs/ is skipped
                     raise
         _CACHE[host] = (key, scans)
     return copy.deepcopy(scans)  # each probe gets its own events to put in its facts

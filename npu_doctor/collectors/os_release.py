@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import NotFound
 from ..parsers.os_release import parse_os_release
-from ..probes import NoData, ProbeContext
+from ..probes import NoData, ProbeContext, ProbeError
 from ..registry import collector
 
 OS_RELEASE_PATHS = ("/etc/os-release", "/usr/lib/os-release")
@@ -18,7 +18,12 @@ def collect_os_release(ctx: ProbeContext) -> None:
             text = ctx.read_raw(path)
         except NotFound:
             continue
-        fields = parse_os_release(text)
+        if not text.strip():
+            raise NoData(f"{path} is empty")
+        try:
+            fields = parse_os_release(text)
+        except ValueError as e:
+            raise ProbeError(f"{path}: {e}") from None
         for key in KEEP:
             if key in fields:
                 ctx.facts.set(f"os.{key}", fields[key], path)

@@ -164,10 +164,15 @@ class Host:
         """Runtime/application logs to scan: (source name, text) pairs."""
         raise NotImplementedError
 
-    def log_files(self) -> Optional[List[Tuple[str, str]]]:
-        """The same logs as (source name, local file path) pairs, for reading them streamed
-        (any size: host.logstream); None when this host only offers `logs()`."""
-        return None
+    def log_files(self) -> Optional[List[Tuple[str, str, bool]]]:
+        """The same logs as (source name, local file path, strict), for reading them streamed
+        (any size: host.logstream; strict: no symlink, one hard link, as for a snapshot's
+        `log_dir`); None when this host only offers `logs()` (no `extra_logs`)."""
+        if not hasattr(self, "extra_logs"):
+            return None
+        from .logstream import log_file_list
+
+        return log_file_list(getattr(self, "log_dir", None), getattr(self, "extra_logs"))
 
     # -- helpers built on the primitives ----------------------------------------------
     def read_text(self, path: str, max_bytes: int = READ_CAP_BYTES) -> str:

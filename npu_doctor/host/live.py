@@ -16,6 +16,7 @@ from typing import BinaryIO, Dict, List, Optional, Sequence, Tuple
 from ..errors import AccessDenied, CommandNotFound, HostError, NotFound
 from .base import OUTPUT_CAP_BYTES, READ_CAP_BYTES, CommandResult, Host, Identity, StatInfo
 from .logfile import decode_log
+from ..safeio import read_regular
 
 
 class LiveHost(Host):
@@ -148,16 +149,17 @@ class LiveHost(Host):
             return None
         return os.access(path, os.R_OK | (os.W_OK if write else 0))
 
-    def log_files(self) -> Optional[List[Tuple[str, str]]]:
-        return [(p, p) for p in self.extra_logs]
-
     def logs(self) -> List[Tuple[str, str]]:
         out = []
         for p in self.extra_logs:
-            try:
-                out.append((p, decode_log(self.read_bytes(p))))
-            except HostError:
-                raise
+            try:  # a regular file only: a FIFO or /dev/zero given as --log cannot hang the run
+                out.append((p, decode_log(read_regular(p, 0, limit=READ_CAP_BYTES))))
+            except FileNotFoundError:
+                raise NotFound(p, "no such file") from None
+            except PermissionError:
+                raise AccessDenied(p, "permission denied") from None
+            except OSError as e:
+                raise HostError(p, e.strerror or str(e)) from None
         return out
 
 

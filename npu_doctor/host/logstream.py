@@ -10,9 +10,11 @@ read before the damage (as host.logfile does).
 from __future__ import annotations
 
 import codecs
-from typing import BinaryIO, Iterator
+import os
+from typing import BinaryIO, Iterator, List, Optional, Sequence, Tuple
 
-from ..errors import HostError
+from ..errors import AccessDenied, HostError, NotFound
+from ..safeio import open_regular
 
 #: What str.splitlines() breaks lines at.
 _BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
@@ -20,10 +22,17 @@ _BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
 CHUNK_BYTES = 1 << 20
 
 
-def open_log(path: str) -> BinaryIO:
-    """The log's decompressed bytes as a stream. Raises HostError when it cannot be opened."""
+def open_log(path: str, strict: bool = False) -> BinaryIO:
+    """The log's decompressed bytes as a stream. Only a regular file is opened (a FIFO or a
+    device given as a log cannot hang the run: safeio.open_regular); `strict` also refuses a
+    symlink as the last component and a hard-linked file (a snapshot's logs/). Raises
+    HostError (NotFound, AccessDenied) when it cannot be opened."""
     try:
-        raw = open(path, "rb")
+        raw = os.fdopen(open_regular(path, 0, follow=not strict, single_link=strict), "rb")
+    except FileNotFoundError:
+        raise NotFound(path, "no such file") from None
+    except PermissionError:
+        raise AccessDenied(path, "permission denied") from None
     except OSError as e:
         raise HostError(path, e.strerror or str(e)) from None
     head = raw.read(6)
@@ -66,10 +75,10 @@ def _chunks(stream: BinaryIO) -> Iterator[bytes]:
         return  # a truncated or damaged archive: what was read before the damage
 
 
-def iter_log_lines(path: str) -> Iterator[str]:
+def iter_log_lines(path: str, strict: bool = False) -> Iterator[str]:
     """Every line of the log at `path` (a local file), as str.splitlines() of its whole
-    decoded text would give them. Raises HostError when it cannot be opened."""
-    stream = open_log(path)
+    decoded text would give them. Raises HostError when it cannot be opened (open_log)."""
+    stream = open_log(path, strict)
     try:
         chunks = _chunks(stream)
         first = b""
@@ -100,3 +109,16 @@ def iter_log_lines(path: str) -> Iterator[str]:
 def _chain(first, rest):
     yield from first
     yield from rest
+
+
+def log_file_list(log_dir: Optional[str], extra_logs: Sequence[str]) -> List[Tuple[str, str, bool]]:
+    """(name, path, strict) of the files under a snapshot's logs/ (`logs/<rel>`, strict:
+    regular files, no symlink as the last component, one hard link) and of the --log files
+    (not strict), sorted by name as Host.logs() sorts them."""
+    out = [(p, p, False) for p in extra_logs]
+    if log_dir:
+        for dirpath, _dirs, files in os.walk(log_dir):
+            for name in sorted(files):
+                p = os.path.join(dirpath, name)
+                out.append(("logs/" + os.path.relpath(p, log_dir), p, True))
+    return sorted(out)

@@ -200,7 +200,7 @@ class RecordingHost(Host):
             pass
         return self.inner.can_open(path, write)
 
-    def log_files(self) -> Optional[List[Tuple[str, str]]]:
+    def log_files(self) -> Optional[List[Tuple[str, str, bool]]]:
         # capture keeps the logs' text (logs_used): read them the whole way too
         self.logs()
         return self.inner.log_files()

@@ -16,6 +16,7 @@ from ..tomlcompat import tomllib
 from .base import READ_CAP_BYTES, CommandResult, Host, Identity, StatInfo, mode_allows, parse_id_output
 from .archive import extract_archive, is_tarfile
 from .logfile import decode_log
+from ..safeio import CAP_SNAPSHOT_META, NotRegularFile, loads_toml, open_regular, read_regular
 
 # ------------------------------------------------------------------------------------------
 # A symlink checked out by git with core.symlinks=false (or copied by a tool that does not keep
@@ -47,6 +48,11 @@ class SnapshotHost(Host):
         else:
             raise SnapshotError(f"snapshot {path}: neither a directory nor a .tar.gz archive")
         self.fs = os.path.join(self.root, "fs")
+        self.log_dir = os.path.join(self.root, "logs")  # streamed by Host.log_files
+        for sub in ("fs", "logs"):
+            if os.path.islink(os.path.join(self.root, sub)):
+                raise SnapshotError(f"snapshot {path}: {sub} is a symlink (refused: every file "
+                                    "of a snapshot must be inside it)")
         known = ("fs", "commands.toml", "logs", "stat.toml", "snapshot.toml", "case.toml")
         if not any(os.path.exists(os.path.join(self.root, k)) for k in known):
             raise SnapshotError(f"snapshot {path}: not a snapshot (no fs/, commands.toml or logs/ in it)")
@@ -129,12 +135,17 @@ class SnapshotHost(Host):
         """A snapshot metadata file (commands.toml, stat.toml, ...) parsed, None if absent.
         Raises SnapshotError naming the file for anything that is not valid TOML."""
         p = os.path.join(self.root, name)
-        if not os.path.exists(p):
+        if not os.path.lexists(p):
             return None
+        if os.path.islink(p):
+            raise SnapshotError(f"snapshot {self.path}: {name} is a symlink (refused: every file "
+                                "of a snapshot must be inside it)")
         try:
-            with open(p, "rb") as f:
-                return tomllib.load(f)
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+            return loads_toml(read_regular(p, CAP_SNAPSHOT_META, follow=False,
+                                           single_link=True).decode("utf-8"))
+        except OSError as e:
+            raise SnapshotError(f"snapshot {self.path}: {name}: {e.strerror or e}") from None
+        except (ValueError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
             msg = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise SnapshotError(f"snapshot {self.path}: {name}: {msg}") from None
 
@@ -142,9 +153,8 @@ class SnapshotHost(Host):
         """The `[snapshot]` table of snapshot.toml; {} when absent or unreadable (the
         metadata is optional in the contract)."""
         try:
-            with open(os.path.join(self.root, "snapshot.toml"), "rb") as f:
-                meta = tomllib.load(f).get("snapshot", {})
-        except (OSError, tomllib.TOMLDecodeError):
+            meta = (self._toml("snapshot.toml") or {}).get("snapshot", {})
+        except SnapshotError:
             return {}
         return meta if isinstance(meta, dict) else {}
 
@@ -177,34 +187,33 @@ class SnapshotHost(Host):
                        or self._resolve(path)[1] in denied):
             raise AccessDenied(path, "permission denied")
 
-    def read_bytes(self, path: str, max_bytes: int = READ_CAP_BYTES) -> bytes:
+    def _open_local(self, path: str) -> int:
+        """An fd on the regular file a host path resolves to inside fs/. A FIFO, device,
+        directory, symlink left unresolved or hard-linked file is refused (HostError), so a
+        snapshot can neither hang a read nor show a file from outside it."""
         self._check_denied(path)
         local = self._local(path)
-        if os.path.isdir(local):
-            raise HostError(path, "is a directory")
         try:
-            with open(local, "rb") as f:
-                return f.read(max_bytes)
+            return open_regular(local, follow=False, single_link=True)
         except FileNotFoundError:
             raise NotFound(path, "no such file") from None
         except PermissionError:
             raise AccessDenied(path, "permission denied") from None
+        except NotRegularFile as e:
+            raise HostError(path, "is a directory" if "directory" in e.strerror else e.strerror) from None
+        except OSError as e:
+            raise HostError(path, e.strerror or str(e)) from None
+
+    def read_bytes(self, path: str, max_bytes: int = READ_CAP_BYTES) -> bytes:
+        fd = self._open_local(path)
+        try:
+            with os.fdopen(fd, "rb") as f:
+                return f.read(max_bytes)
         except OSError as e:
             raise HostError(path, e.strerror or str(e)) from None
 
     def open_binary(self, path: str) -> BinaryIO:
-        self._check_denied(path)
-        local = self._local(path)
-        if os.path.isdir(local):
-            raise HostError(path, "is a directory")
-        try:
-            return open(local, "rb")
-        except FileNotFoundError:
-            raise NotFound(path, "no such file") from None
-        except PermissionError:
-            raise AccessDenied(path, "permission denied") from None
-        except OSError as e:
-            raise HostError(path, e.strerror or str(e)) from None
+        return os.fdopen(self._open_local(path), "rb")
 
     def listdir(self, path: str) -> List[str]:
         self._check_denied(path)
@@ -364,27 +373,25 @@ class SnapshotHost(Host):
             return None
         return mode_allows(st, ident, write)
 
-    def log_files(self) -> List[Tuple[str, str]]:
+    def logs(self) -> List[Tuple[str, str]]:
         out = []
         logdir = os.path.join(self.root, "logs")
         if os.path.isdir(logdir):
             for dirpath, _dirs, files in os.walk(logdir):
                 for name in sorted(files):
                     p = os.path.join(dirpath, name)
-                    out.append(("logs/" + os.path.relpath(p, logdir), p))
-        return sorted(out + [(p, p) for p in self.extra_logs])
-
-    def logs(self) -> List[Tuple[str, str]]:
-        out = []
-        for name, p in self.log_files():
+                    try:  # regular files only: a link out of the snapshot or a FIFO is skipped
+                        text = decode_log(read_regular(p, 0, follow=False, single_link=True,
+                                                       limit=READ_CAP_BYTES))
+                    except OSError:
+                        continue
+                    out.append(("logs/" + os.path.relpath(p, logdir), text))
+        for p in self.extra_logs:
             try:
-                with open(p, "rb") as f:
-                    out.append((name, decode_log(f.read(READ_CAP_BYTES))))
+                out.append((p, decode_log(read_regular(p, 0, limit=READ_CAP_BYTES))))
             except OSError as e:
-                if name.startswith("logs/"):
-                    continue  # an unreadable file in logs/ is skipped; a --log file is an error
                 raise HostError(p, e.strerror or str(e)) from None
-        return out
+        return sorted(out)
 
     def close(self) -> None:
         if self._tmp is not None:

@@ -41,16 +41,17 @@ def dumps(manifest: Dict[str, Any]) -> bytes:
 # -- reading a lockfile ----------------------------------------------------------------------
 def read_lockfile(path: str) -> Dict[str, Any]:
     """Parse and validate a lockfile. Raises LockfileError with a one-line reason."""
+    from ..safeio import CAP_LOCKFILE, loads_toml, read_regular
+
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        raw = read_regular(path, CAP_LOCKFILE)
     except OSError as e:
         raise LockfileError(f"{path}: cannot read lockfile ({e.strerror})") from None
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        data = loads_toml(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise LockfileError(f"{path}: not a lockfile (not UTF-8 text)") from None
-    except tomllib.TOMLDecodeError as e:
+    except (tomllib.TOMLDecodeError, ValueError) as e:
         raise LockfileError(f"{path}: not a valid lockfile, truncated or corrupt ({e})") from None
     header = data.get("lock")
     if not isinstance(header, dict) or "schema" not in header:

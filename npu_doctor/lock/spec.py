@@ -10,7 +10,6 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import ConfigError
 from ..rules import SEVERITIES
-from ..tomlcompat import tomllib
 
 SPEC_SCHEMA = "npu-doctor/lockspec/v1"
 DRIFT_KINDS = ("changed", "removed", "added")
@@ -63,12 +62,13 @@ def _pattern_tokens(pattern: str) -> List[str]:
 def load_spec(path: Optional[str] = None) -> LockSpec:
     """Read a lockspec (default: the shipped one). Raises ConfigError naming file and entry."""
     path = path or default_spec_path()
+    from ..safeio import CAP_DATA_FILE, loads_toml, read_regular
+
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
+        data = loads_toml(read_regular(path, CAP_DATA_FILE).decode("utf-8"))
     except OSError as e:
         raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
-    except tomllib.TOMLDecodeError as e:
+    except ValueError as e:
         raise ConfigError(f"{path}: not valid TOML ({e})") from None
     if data.get("schema") != SPEC_SCHEMA:
         raise ConfigError(f"{path}: schema must be {SPEC_SCHEMA!r}")

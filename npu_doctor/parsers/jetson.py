@@ -31,7 +31,14 @@ def parse_nv_tegra_release(text: str) -> Dict[str, Any]:
 
     Raises ValueError when there is no `R<n> (...), REVISION: x.y` line.
     """
-    m = _REL_RE.search(text)
+    # only lines that name a REVISION, each cut to 1 KiB: linear in the input (the regex's
+    # leading `\s*` retried at every blank of a large file)
+    m = None
+    for line in text.splitlines():
+        if "REVISION" in line:
+            m = _REL_RE.search(line[:1024].strip())
+            if m:
+                break
     if not m:
         raise ValueError("no 'R<major> (release), REVISION: <x.y>' line")
     rev = m.group("revision")

@@ -23,7 +23,9 @@ from typing import Any, Dict, List
 
 from ..registry import parser
 
-_VERSION_RE = re.compile(r"^\s*(?P<desc>[^:\n]*?)\s*:\s*v?(?P<version>\d+(?:\.\d+)+)\b", re.M)
+_VERSION_TOKEN_RE = re.compile(r"\s*v?(\d+(?:\.\d+)+)\b")
+#: Longest line looked at (the driver prints one short line; debugfs could hold anything).
+_MAX_LINE = 512
 _CORE_RE = re.compile(r"Core\s*(\d+)\s*:\s*(\d*)\s*%")
 _SINGLE_RE = re.compile(r"NPU load:\s*(\d*)\s*%")
 
@@ -35,13 +37,19 @@ def parse_rknpu_version(text: str) -> Dict[str, str]:
     The version token is kept as printed, without the leading `v`. Raises ValueError when no
     `NAME: vX.Y.Z` line is found.
     """
-    m = _VERSION_RE.search(text or "")
-    if not m:
-        raise ValueError(f"no 'RKNPU driver: vX.Y.Z' line in {text.strip()[:80]!r}")
-    out = {"version": m.group("version")}
-    if m.group("desc"):
-        out["description"] = m.group("desc")
-    return out
+    # line by line, split at the first colon: linear in the input (a regex over the whole
+    # text with `^\s*...\s*:` backtracked cubically on a large file of blanks)
+    for line in (text or "").splitlines():
+        desc, colon, rest = line[:_MAX_LINE].partition(":")
+        if not colon:
+            continue
+        m = _VERSION_TOKEN_RE.match(rest)
+        if m:
+            out = {"version": m.group(1)}
+            if desc.strip():
+                out["description"] = desc.strip()
+            return out
+    raise ValueError(f"no 'RKNPU driver: vX.Y.Z' line in {(text or '').strip()[:80]!r}")
 
 
 @parser("rknpu_load")

@@ -18,18 +18,29 @@ from typing import Any, Dict, List, Optional
 #: not ready (-273.15 °C, THERMAL_TEMP_INVALID -274 °C) or a wrapped unsigned value (429496 °C).
 PLAUSIBLE_MIN_C = -40.0
 PLAUSIBLE_MAX_C = 200.0
+#: A trip point outside this range (°C) is not a real one: a truncated `trip_point_N_temp`
+#: (`120` for `120000`, read as 0.12 °C) must not turn every reading into throttling.
+PLAUSIBLE_TRIP_MIN_C = 20.0
+PLAUSIBLE_TRIP_MAX_C = 200.0
+#: Digits a sysfs integer may have (64-bit values have at most 20): longer text is garbage,
+#: and int() of 4300+ digits raises, float() of a huge int overflows.
+MAX_INT_DIGITS = 20
 
 
 def millideg_to_c(text: str) -> float:
     """`86250` -> 86.25. Raises ValueError for anything but an integer (sign allowed)."""
     s = text.strip().strip("\x00")
-    if not re.fullmatch(r"[-+]?\d+", s):
+    if len(s) > MAX_INT_DIGITS + 1 or not re.fullmatch(r"[-+]?\d+", s):
         raise ValueError(f"not a millidegree integer: {s[:40]!r}")
     return round(int(s) / 1000.0, 3)
 
 
 def plausible_c(temp_c: Optional[float]) -> bool:
     return temp_c is not None and PLAUSIBLE_MIN_C <= temp_c <= PLAUSIBLE_MAX_C
+
+
+def plausible_trip_c(temp_c: Optional[float]) -> bool:
+    return temp_c is not None and PLAUSIBLE_TRIP_MIN_C <= temp_c <= PLAUSIBLE_TRIP_MAX_C
 
 
 def build_zone(name: str, attrs: Dict[str, Optional[str]]) -> Dict[str, Any]:
@@ -75,9 +86,9 @@ def build_zone(name: str, attrs: Dict[str, Optional[str]]) -> Dict[str, Any]:
         trips.append({k: v for k, v in trip.items() if v is not None})
     zone["trips"] = trips
     passive = sorted(t["temp_c"] for t in trips
-                     if t.get("type") == "passive" and plausible_c(t["temp_c"]))
+                     if t.get("type") == "passive" and plausible_trip_c(t["temp_c"]))
     critical = sorted(t["temp_c"] for t in trips
-                      if t.get("type") == "critical" and plausible_c(t["temp_c"]))
+                      if t.get("type") == "critical" and plausible_trip_c(t["temp_c"]))
     if passive:
         zone["passive_trip_c"] = passive[0]
     if critical:
@@ -99,7 +110,7 @@ def parse_int(text: Optional[str]) -> Optional[int]:
     if text is None:
         return None
     s = text.strip().strip("\x00")
-    return int(s) if re.fullmatch(r"[-+]?\d+", s) else None
+    return int(s) if len(s) <= MAX_INT_DIGITS + 1 and re.fullmatch(r"[-+]?\d+", s) else None
 
 
 def parse_hz_list(text: Optional[str]) -> Optional[List[int]]:
@@ -107,7 +118,7 @@ def parse_hz_list(text: Optional[str]) -> Optional[List[int]]:
     if text is None:
         return None
     parts = text.split()
-    if not parts or not all(re.fullmatch(r"\d+", p) for p in parts):
+    if not parts or not all(len(p) <= MAX_INT_DIGITS and re.fullmatch(r"\d+", p) for p in parts):
         return None
     return sorted(int(p) for p in parts)
 

@@ -207,6 +207,11 @@ class Watcher:
         except ConfigError as e:
             self.emit(Event("config-rejected", "config", "error", f"{e}; keeping the previous configuration"))
             return
+        except Exception as e:  # any failure of a reload keeps the old config running (contract)
+            first = (str(e).strip().splitlines() or [""])[0]
+            self.emit(Event("config-rejected", "config", "error",
+                            f"{type(e).__name__}: {first}; keeping the previous configuration"))
+            return
         self.config = new
         self.fast_specs = self._fast(new.specs)
         self.inventory.invalidate()

@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..facts import Facts, accelerator_key, accelerator_label
 from ..probes import ProbeResult
+from ..textsafe import escape_controls
 
 PRIORITY = {"error": 3, "warning": 4, "info": 6}
 #: Samples in a row a condition must hold before fallback-suspected (and clear after).
@@ -35,7 +36,10 @@ class Event:
 
     def journal_line(self) -> str:
         """`<PRIORITY>event subject: message`, the journald form (sd-daemon priority prefix)."""
-        return f"<{PRIORITY[self.severity]}>{self.event} {self.subject}: {self.message}"
+        # subject and message carry machine text (zone types, log lines): escaped, so a value
+        # with a newline cannot forge a second journal line
+        return (f"<{PRIORITY[self.severity]}>{self.event} {escape_controls(str(self.subject))}: "
+                f"{escape_controls(str(self.message))}")
 
     def json_line(self) -> str:
         """One JSON object: `ts` (ISO 8601, UTC, milliseconds), `event`, `subject`, `severity`,

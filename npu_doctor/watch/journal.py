@@ -107,6 +107,8 @@ class JournalSender:
         self._sock: Optional[socket.socket] = None
 
     def send(self, fields: Dict[str, str]) -> bool:
+        """Send one entry (native protocol datagram); False when the socket refused it (the
+        caller then writes the line to stdout instead). Never raises."""
         try:
             if self._sock is None:
                 self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
