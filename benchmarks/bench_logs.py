@@ -57,6 +57,7 @@ def main() -> int:
     ap.add_argument("--mb", type=int, default=100)
     args = ap.parse_args()
     import bench_catalogs as bc
+
     from npu_doctor.catalog import load_catalogs
 
     examples = [x for e in load_catalogs().entries() for x in e.examples]

@@ -149,8 +149,8 @@ class CommandCache:
         try:
             if owner:
                 try:
-                    res = self._results[key] = self.host.run(argv, timeout=timeout)
-                    if getattr(res, "timed_out", False):
+                    ran = self._results[key] = self.host.run(argv, timeout=timeout)
+                    if ran.timed_out:
                         self._hung = True
                 except HostError as e:
                     self._results[key] = e

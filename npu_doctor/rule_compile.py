@@ -265,14 +265,16 @@ _TEMPLATES: Dict[str, Template] = {}
 
 # -- matches -----------------------------------------------------------------------------
 class CompiledFix:
+    """One fix: its text and sysfs_write templates (sw_path/sw_value both set or both None)."""
+
     __slots__ = ("kind", "text", "sw_path", "sw_value", "when")
 
     def __init__(self, fx: Fix) -> None:
         self.kind = fx.kind
         self.text = template(fx.text)
         sw = fx.sysfs_write
-        self.sw_path = template(str(sw["path"])) if sw else None
-        self.sw_value = template(str(sw["value"])) if sw else None
+        self.sw_path: Optional[Template] = template(str(sw["path"])) if sw else None
+        self.sw_value: Template = template(str(sw["value"])) if sw else self.text
         self.when = [compile_condition(c)[0] for c in fx.when]
 
 
@@ -286,14 +288,15 @@ class CompiledMatch:
         self.for_each = match.for_each
         self.once: List[Cond] = []
         self.each: List[Cond] = []
-        self.vendors: Optional[FrozenSet[str]] = None
+        vendors: Optional[FrozenSet[str]] = None
         for c in match.when:
             fn, uses_it = compile_condition(c)
             (self.each if uses_it and match.for_each else self.once).append(fn)
             if match.for_each == "accelerators" and c.get("fact") == "it.vendor" and len(c) == 2:
                 v = _vendor_values(c)
                 if v is not None:
-                    self.vendors = v if self.vendors is None else self.vendors & v
+                    vendors = v if vendors is None else vendors & v
+        self.vendors = vendors
         self.subject = template(match.subject) if match.subject else None
         self.message = template(match.message)
         self.evidence = [(e, compile_path(e)[0]) for e in match.evidence]

@@ -39,7 +39,7 @@ Nothing is evaluated as code. A bad file raises ConfigError naming file, rule an
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from .facts import Facts, lookup, split_path
 from .rule_compile import CompiledFix, CompiledMatch, abs_path, compiled
@@ -67,7 +67,7 @@ def evaluate(ruleset: RuleSet, facts: Facts, probes: List[Dict[str, Any]]) -> Li
     root["probes"] = probes
     findings: List[Finding] = []
     from_catalog: set = set()
-    seen = set()
+    seen: Set[Tuple[str, str, str]] = set()
     by_vendor: Optional[Dict[str, List[int]]] = None
     for rule in ruleset.rules:
         for match in rule.matches:
@@ -118,12 +118,13 @@ def _finding(rule: Rule, cm: CompiledMatch, root: Dict[str, Any], it: Any, it_pa
             continue
         # a fix that would print "?" (e.g. {it.sysfs} of a GPU seen only through
         # nvidia-smi) is no fix for this finding
-        if not fx.text.all_known(root, it) or (fx.sw_path is not None and not (
-                fx.sw_path.all_known(root, it) and fx.sw_value.all_known(root, it))):
+        sw_path = fx.sw_path
+        if not fx.text.all_known(root, it) or (sw_path is not None and not (
+                sw_path.all_known(root, it) and fx.sw_value.all_known(root, it))):
             continue
         d: Dict[str, Any] = {"kind": fx.kind, "text": fx.text.render(root, it)}
-        if fx.sw_path is not None:
-            d["sysfs_write"] = {"path": fx.sw_path.render(root, it),
+        if sw_path is not None:
+            d["sysfs_write"] = {"path": sw_path.render(root, it),
                                 "value": fx.sw_value.render(root, it)}
         fixes.append(d)
     for url in rule.docs:
@@ -232,7 +233,7 @@ def _vendor_index(root: Dict[str, Any]) -> Dict[str, List[int]]:
 
 
 def _accelerators_of(root: Dict[str, Any], by_vendor: Dict[str, List[int]], vendors):
-    accels = root.get("accelerators")
+    accels = root.get("accelerators") or []
     idx = [i for v in vendors for i in by_vendor.get(v, ())]
     if len(vendors) > 1:
         idx.sort()

@@ -13,10 +13,17 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..errors import CommandNotFound
 from ..probes import NoData, ProbeContext, Signature
 from ..registry import collector
+from .logscan import (  # noqa: F401  (MAX_* kept importable from here)
+    MAX_EVENTS_PER_SIGNATURE,
+    MAX_LINE,
+    MAX_SCAN_LINE,
+    SignatureMatcher,
+    _blocks,
+    scan_logs,
+)
 
 DMESG = ["dmesg"]
 JOURNAL_K = ["journalctl", "-k", "-b", "--no-pager", "-o", "short-monotonic"]
-from .logscan import MAX_EVENTS_PER_SIGNATURE, MAX_LINE, MAX_SCAN_LINE, SignatureMatcher, _blocks, scan_logs  # noqa: F401,E501
 
 
 def kernel_log(ctx: ProbeContext) -> Optional[Tuple[str, str]]:

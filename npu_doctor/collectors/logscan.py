@@ -21,9 +21,8 @@ import threading
 import weakref
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from ..catalog.logtext import BLOCK_LINES
+from ..catalog.logtext import BLOCK_LINES, literal_needles
 from ..catalog.needles import LineFilter
-from ..catalog.logtext import literal_needles
 from ..errors import HostError
 from ..host.logstream import iter_log_lines
 from ..parsers.fallback import parse_fallback_logs
@@ -181,7 +180,7 @@ _HOST_LOCKS: "weakref.WeakKeyDictionary[Any, threading.Lock]" = weakref.WeakKeyD
 
 
 def _identity(files: List[Tuple[str, str, bool]]) -> Tuple[Any, ...]:
-    out = []
+    out: List[Tuple[Any, ...]] = []
     for name, path, _strict in files:
         try:
             st = os.stat(path)

@@ -27,7 +27,7 @@ from ..errors import HostError
 from ..facts import Facts
 from ..host import Host
 from ..matrices import set_compat, shipped_matrices
-from ..parsers.rknn import parse_dist_version, parse_lib_version, parse_runtime_log
+from ..parsers.rknn import parse_dist_version, parse_lib_version
 from ..probes import NoData, ProbeContext
 from ..registry import collector, deriver
 from .logscan import scan_logs
