@@ -22,9 +22,14 @@ _CACHE: Dict[Tuple[str, ...], "CatalogSet"] = {}
 
 
 def load_catalogs(extra_dirs: Iterable[str] = ()) -> "CatalogSet":
-    """Every shipped catalog, then those of extra dirs. Raises ConfigError (also for an id
-    defined twice)."""
-    files = tuple(data_files("catalogs", extra_dirs))
+    """Every shipped catalog, then the site catalogs in extra dirs (the `--rules DIR`s: their
+    files with a `[catalog]` table; the others are rules files). Raises ConfigError (also for
+    an id defined twice)."""
+    from ..datafiles import read_toml
+
+    shipped = data_files("catalogs")
+    extra = [p for p in data_files("catalogs", extra_dirs)[len(shipped):] if "catalog" in read_toml(p)]
+    files = tuple(shipped + extra)
     hit = _CACHE.get(files)
     if hit is not None:
         return hit
@@ -265,6 +270,8 @@ class CatalogSet:
         log line stands for; line matches first."""
         q = query.strip()
         hits = self.match_line(strip_prefix(q), SCOPES)
+        if any(e.rule for e, _ in hits):
+            hits = [h for h in hits if h[0].rule]  # the meaning of the line, not its small print
         if hits:
             return [(e, self.enrich(e, g)) for e, g in hits]
         out: List[Tuple[Entry, Dict[str, str]]] = []
@@ -277,9 +284,10 @@ class CatalogSet:
                 out.append((e, {}))
         if not out and len(q) >= 6:
             # a fragment of a message: the entries whose examples or meaning contain it
-            low = q.lower()
+            # whole words only: `EINVAL` is not the middle of `captureInvalidated`
+            word = re.compile(r"(?<![\w])" + re.escape(q) + r"(?![\w])", re.IGNORECASE)
             out = [(e, {}) for e in self.entries()
-                   if any(low in x.lower() for x in e.examples) or low in e.meaning.lower()]
+                   if any(word.search(x) for x in e.examples) or word.search(e.meaning)]
         return out
 
 

@@ -74,7 +74,7 @@ def rules_explain(rule_id, rule_dirs):
     from ..catalog import load_catalogs
 
     try:
-        entries = [e for e in load_catalogs().entries() if e.rule == rule.id]
+        entries = [e for e in load_catalogs(rule_dirs).entries() if e.rule == rule.id]
     except ConfigError as e:
         _fail(str(e))
     if entries:
