@@ -223,6 +223,9 @@ class CatalogSet:
         g = dict(groups)
         if "errno" in g:
             g["errno_name"] = errno_name(g["errno"])
+        for k in ("pci_address", "device"):
+            if k in g:
+                g[k] = full_bdf(g[k])
         if ("driver" in g or "module" in g) and "vendor" not in g:
             vendor = self.drivers.get(g.get("driver", "")) or self.drivers.get(g.get("module", "")) \
                 or e.vendor
@@ -344,6 +347,18 @@ def _group_by_subject(events: List[Dict[str, Any]]) -> None:
         first[k].setdefault("also", []).append(ev["message"])
         ev["grouped_into"] = f"{first[k]['source']}:{first[k]['line_no']}"
         ev.pop("rule")
+
+
+_BDF_RE = re.compile(r"^(?:(?P<domain>[0-9a-fA-F]{4}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<slot>[0-9a-fA-F]{2})(?:\.(?P<fn>[0-7]))?$")
+
+
+def full_bdf(text: str) -> str:
+    """A PCI address as the contract writes it (`0000:3b:00.0`): Xid lines print `0000:3b:00`,
+    older drivers `3b:00.0`. Anything that is no PCI address is returned as it was."""
+    m = _BDF_RE.match(text)
+    if not m:
+        return text
+    return f"{(m.group('domain') or '0000').lower()}:{m.group('bus').lower()}:{m.group('slot').lower()}.{m.group('fn') or '0'}"
 
 
 def errno_name(value: str) -> str:
