@@ -103,7 +103,7 @@ def _summary(area: str, facts: Dict[str, Any]) -> str:
         libs = g("libraries", [])
         parts = [f"{k} {v.get('version', '?')}" for k, v in sorted(sdks.items()) if isinstance(v, dict)]
         parts += [f"{k} {v.get('version', '?')}" for k, v in sorted(g("frameworks", {}).items())
-                  if isinstance(v, dict)]
+                  if isinstance(v, dict) and k not in sdks]  # openvino is both: say it once
         if libs:
             parts.append(f"{len(libs)} SDK libraries checked")
         return ", ".join(parts) if parts else "no SDK version found"
