@@ -39,10 +39,11 @@ Nothing is evaluated as code. A bad file raises ConfigError naming file, rule an
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Set, Tuple
 
 from .facts import Facts, lookup, split_path
 from .rule_compile import CompiledFix, CompiledMatch, abs_path, compiled
+from .rule_compile import compare as _compare  # noqa: F401  (the operators, for tests)
 from .rule_loader import load_rule_file, load_rules  # noqa: F401  (the public API)
 from .rule_model import (  # noqa: F401
     _TEMPLATE_RE,
@@ -218,6 +219,19 @@ def _elements(root: Dict[str, Any], for_each: Optional[str]):
     elif isinstance(items, list):
         for i, v in enumerate(items):
             yield v, (lambda i=i: f"{for_each}[{i}]")
+
+
+class _Scope(NamedTuple):
+    """An element a match walks: `it` and its absolute fact path."""
+
+    it: Any
+    it_path: str
+
+
+def _scopes(root: Dict[str, Any], for_each: Optional[str]) -> Iterator[_Scope]:
+    """The elements a match with this `for_each` walks, in order (`_elements`, paths built)."""
+    for it, path in _elements(root, for_each):
+        yield _Scope(it, path())
 
 
 def _vendor_index(root: Dict[str, Any]) -> Dict[str, List[int]]:

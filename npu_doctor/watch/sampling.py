@@ -77,10 +77,13 @@ class InventoryCache:
         self.result = None
 
     def store(self, result: ProbeResult, now: float) -> None:
+        """Keep a full inventory taken at monotonic time `now` (seconds)."""
         self.result, self.at = result, now
         self.refreshable = _refreshable(result)
 
     def reusable(self, now: float) -> bool:
+        """Whether the sample at monotonic time `now` may refresh the kept inventory instead
+        of walking sysfs again."""
         return self.result is not None and self.refreshable and now - self.at < self.interval_s
 
     def refresh(self, host: Host) -> ProbeResult:
