@@ -37,12 +37,12 @@ Use: `scan(text, path)` over everything first (learns values), then `apply(text,
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from .redact_tokens import (LEADING_ADDRESS, SECRET_RES, VERSION_WORDS, WEAK_BEFORE, names_in,
-                            secrets_in, version_like)
+from .redact_tokens import LEADING_ADDRESS, SECRET_RES, VERSION_WORDS, WEAK_BEFORE, names_in, secrets_in, version_like
 
 KINDS = ("hostname", "user", "home", "serial", "uuid", "mac", "ipv4", "ipv6", "secret")
 #: How a summary names each kind: (one, many), for `1 hostname`, `2 MAC addresses`.
@@ -294,8 +294,9 @@ class Redactor:
             ph = self.maps["serial"].get(v.strip("\"'"))
             if ph:
                 text = text.replace(v, ph)
+        secrets = self.maps["secret"]
         for rx, g in SECRET_RES:
-            text = rx.sub(lambda m, g=g: _sub_group(m, g, self.maps["secret"]), text)
+            text = rx.sub(functools.partial(_sub_group, g=g, mapping=secrets), text)
         for home, ph in self._homes:
             text = re.sub(re.escape(home) + r"(?=/|\b|$)", ph, text)
         for rx in _SERIAL_RES:
