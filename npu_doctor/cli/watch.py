@@ -1,4 +1,4 @@
-"""`npu-doctor watch` (the daemon) and `npu-doctor fix` (structured sysfs fixes)."""
+"""`npu-doctor watch` (the daemon); `npu-doctor fix` is in fixcmd.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import sys
 import click
 
 from ..errors import ConfigError, HostError, SnapshotError
-from .common import EXIT_OK, _fail, _open_host, host_options
+from .common import _fail, _open_host, host_options
+from .fixcmd import fix  # noqa: F401  (re-exported: cli/__init__ imports it from here)
 
 
 @click.command()
@@ -85,42 +86,3 @@ def watch(snapshot, probe_dirs, rule_dirs, logs, interval, check_interval, log_f
                       journal=journal, prefix=not sys.stdout.isatty(), snapshot=snapshot_metrics)
     watcher.install_signals()
     sys.exit(watcher.run())
-
-
-@click.command()
-@host_options
-@click.option("--apply", "do_apply", is_flag=True, help="Perform the writes (root, live host only).")
-@click.option("--select", multiple=True, metavar="ID", help="Only fixes of these rule ids; repeatable.")
-def fix(snapshot, probe_dirs, rule_dirs, logs, do_apply, select):
-    """Show, and with --apply perform, the sysfs writes that fix current findings.
-
-    Only structured fixes are applied (for example power/control = on for
-    runtime-autosuspend); everything else stays advice in `npu-doctor check`. Writes last
-    until reboot: the check's `make it stay` lines say how to persist them.
-    """
-    from ..check import Config, run_check
-    from ..fix import apply, planned_writes
-
-    try:
-        config = Config.load(probe_dirs, rule_dirs)
-        host = _open_host(snapshot, list(logs))
-        result = run_check(host, config, select=select)
-    except (ConfigError, SnapshotError, HostError) as e:
-        _fail(str(e))
-    writes = planned_writes(result)
-    if not writes:
-        click.echo("Nothing to write: no current finding has a sysfs fix.")
-        sys.exit(EXIT_OK)
-    for w in writes:
-        click.echo(f"{w.rule} [{w.subject}]: {w.path}: {w.current or '?'} -> {w.value}")
-    if not do_apply:
-        click.echo("\nRun `sudo npu-doctor fix --apply` to write these.")
-        sys.exit(EXIT_OK)
-    if snapshot:
-        _fail("--apply writes to this host's /sys; it cannot apply to a snapshot")
-    if os.geteuid() != 0:
-        _fail("--apply needs root (sysfs attributes are root-writable): sudo npu-doctor fix --apply")
-    failed = apply(writes)
-    for w in writes:
-        click.echo(f"{w.path}: {w.result}")
-    sys.exit(1 if failed else EXIT_OK)
