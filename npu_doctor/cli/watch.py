@@ -18,6 +18,9 @@ from .fixcmd import fix  # noqa: F401  (re-exported: cli/__init__ imports it fro
               metavar="SECONDS", help="How often to sample temperatures, clocks, utilisation and runtime PM.")
 @click.option("--check-interval", type=click.FloatRange(1, 86400), default=300.0, show_default=True,
               metavar="SECONDS", help="How often to re-run the whole check and log findings raised/cleared.")
+@click.option("--inventory-interval", type=click.FloatRange(1, 86400), default=60.0, show_default=True,
+              metavar="SECONDS", help="How often to look again for devices and thermal zones that "
+                                      "appeared since start (also on every udev event).")
 @click.option("--log-format", type=click.Choice(["journal", "json"]), default="journal", show_default=True,
               help="journal: `<4>event subject: message` lines for journald; json: one object per line.")
 @click.option("--textfile-dir", metavar="DIR",
@@ -25,7 +28,8 @@ from .fixcmd import fix  # noqa: F401  (re-exported: cli/__init__ imports it fro
                    "(Debian: /var/lib/prometheus/node-exporter); must be writable at start.")
 @click.option("--listen", metavar="ADDR:PORT",
               help="Also serve the metrics at http://ADDR:PORT/metrics (e.g. 127.0.0.1:9435).")
-def watch(snapshot, probe_dirs, rule_dirs, logs, interval, check_interval, log_format, textfile_dir, listen):
+def watch(snapshot, probe_dirs, rule_dirs, logs, interval, check_interval, inventory_interval, log_format,
+          textfile_dir, listen):
     """Run as a daemon: log throttling, runtime suspend, hot-plug and CPU fallback as they happen.
 
     Logs transitions only (one line each), never one line per sample. Under systemd
@@ -83,6 +87,7 @@ def watch(snapshot, probe_dirs, rule_dirs, logs, interval, check_interval, log_f
     watcher = Watcher(host, config, interval, check_interval, log_format=log_format,
                       textfile_dir=textfile_dir,
                       reload_config=lambda: Config.load(probe_dirs, rule_dirs), notifier=notifier,
-                      journal=journal, prefix=not sys.stdout.isatty(), snapshot=snapshot_metrics)
+                      journal=journal, prefix=not sys.stdout.isatty(), snapshot=snapshot_metrics,
+                      inventory_interval=inventory_interval)
     watcher.install_signals()
     sys.exit(watcher.run())

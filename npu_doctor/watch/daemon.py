@@ -26,7 +26,7 @@ class Watcher:
                  reload_config: Optional[Callable[[], Config]] = None,
                  notifier: Optional[Notifier] = None, use_udev: bool = True,
                  journal: Optional[Any] = None, prefix: bool = True,
-                 snapshot: Optional[Any] = None) -> None:
+                 snapshot: Optional[Any] = None, inventory_interval: float = 60.0) -> None:
         self.host = host
         self.config = config
         self.interval = interval
@@ -50,6 +50,9 @@ class Watcher:
         self._last_ping = 0.0
         self._last_check = -1e18
         self._monitor = self._udev_monitor() if use_udev and host.source == "live" else None
+        self.inventory_interval = inventory_interval
+        self._last_inventory = time.monotonic()
+        self._hotplug = False
 
     @staticmethod
     def _fast(specs: Sequence[ProbeSpec]) -> List[ProbeSpec]:
@@ -109,6 +112,7 @@ class Watcher:
         `check_interval` seconds have passed, export the metrics (--listen, textfile), notify systemd
         (READY=1 after the first, WATCHDOG=1, STATUS=)."""
         now = time.time()
+        self._reinventory()
         self._busy = True
         try:
             facts, results = run_probes(self.host, self.fast_specs, max_workers=0,
@@ -144,6 +148,21 @@ class Watcher:
         else:
             self._ping()
             self.notifier.send(STATUS=self.tracker.status_line())
+
+    def _reinventory(self) -> None:
+        """Bring back the fast probes pruned for having nothing to read, every
+        `inventory_interval` seconds and after a udev event, so a device or thermal zone that
+        appears after start (driver bound late, zones registered late) is found without a
+        SIGHUP; those still empty are pruned again after the sample."""
+        due = time.monotonic() - self._last_inventory >= self.inventory_interval
+        if not (due or self._hotplug):
+            return
+        self._hotplug = False
+        self._last_inventory = time.monotonic()
+        every = self._fast(self.config.specs)
+        if len(every) != len(self.fast_specs):
+            self.fast_specs = every
+            self._prune = True
 
     def _export(self, now: float) -> None:
         """Metrics for --listen and the textfile. A failing write is one `textfile-failed`
@@ -219,7 +238,8 @@ class Watcher:
                 except Exception:
                     dev = None
                 if dev is not None:
-                    return  # a hot-plug event: sample now
+                    self._hotplug = True
+                    return  # a hot-plug event: re-inventory and sample now
             else:
                 self.stop.wait(min(left, 0.5))
 
