@@ -55,7 +55,7 @@ class Config:
 
         probe_dirs, rule_dirs = list(probe_dirs), list(rule_dirs)
         rules = load_rules(rule_dirs)
-        catalogs = load_catalogs()
+        catalogs = load_catalogs(rule_dirs)
         check_catalog_rules(catalogs, rules)
         config = cls(load_specs(probe_dirs), rules, load_signatures(probe_dirs), catalogs)
         save_cache()

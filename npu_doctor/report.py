@@ -103,7 +103,7 @@ def _summary(area: str, facts: Dict[str, Any]) -> str:
         libs = g("libraries", [])
         parts = [f"{k} {v.get('version', '?')}" for k, v in sorted(sdks.items()) if isinstance(v, dict)]
         parts += [f"{k} {v.get('version', '?')}" for k, v in sorted(g("frameworks", {}).items())
-                  if isinstance(v, dict)]
+                  if isinstance(v, dict) and k not in sdks]  # openvino is both: say it once
         if libs:
             parts.append(f"{len(libs)} SDK libraries checked")
         return ", ".join(parts) if parts else "no SDK version found"
@@ -134,9 +134,16 @@ def _summary(area: str, facts: Dict[str, Any]) -> str:
         return summary(facts)
     if area == "Logs":
         fb = g("fallback", {})
+        parts = []
         if fb.get("ops"):
-            return f"CPU fallback logged: {', '.join(fb['ops'][:6])}"
-        return "nothing notable"
+            parts.append(f"CPU fallback logged: {', '.join(fb['ops'][:6])}")
+        events = [e for e in g("log_events", []) or [] if isinstance(e, dict) and e.get("rule")]
+        if events:
+            where = sorted({str(e.get("source")) for e in events})
+            lines = sum(int(e.get("count") or 1) for e in events)
+            parts.append(f"{lines} problem line{'s' if lines != 1 else ''} in {', '.join(where[:3])}"
+                         + (f" (+{len(where) - 3} more)" if len(where) > 3 else ""))
+        return "; ".join(parts) if parts else "nothing notable"
     return ""
 
 

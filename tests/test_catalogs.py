@@ -54,6 +54,10 @@ def test_catalog_ids_unique_and_counted():
     ("2024-03-04T10:00:00+0100 board kernel: NVRM: Xid (PCI:0000:3b:00): 79", "NVRM: Xid (PCI:0000:3b:00): 79"),
     ("[Mon Mar  4 10:00:00 2024] intel_vpu 0000:00:0b.0: x", "intel_vpu 0000:00:0b.0: x"),
     ("[   12.000000] host kernel: NVRM: GPU0 x", "NVRM: GPU0 x"),
+    # journalctl/rsyslog print the locale's month (amd/xdna-driver#299: Dutch `nov`)
+    ("nov 04 13:18:03 mat5-test kernel: amdxdna 0000:05:00.1: x", "amdxdna 0000:05:00.1: x"),
+    ("déc. 4 10:00:00 board kernel: apex 0000:01:00.0: x", "apex 0000:01:00.0: x"),
+    ("Error 12 10:00:00 not a prefix: x", "Error 12 10:00:00 not a prefix: x"),
     ("plain message", "plain message"),
 ])
 def test_strip_prefix_handles_each_log_wrapping(line, msg):

@@ -3,6 +3,7 @@ matrix page lists every shipped version matrix and its sources."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -34,3 +35,20 @@ def test_matrix_page_lists_every_matrix_and_source():
         assert f"`{mid}`" in page, mid
         for row in rows:
             assert row["source"] in page, (mid, row["source"])
+
+
+def test_a_site_catalog_in_a_rules_dir_is_used_by_check_and_explain(tmp_path):
+    from conftest import make_snapshot, run_cli
+
+    text = (DOCS / "adding-a-log-signature.md").read_text()
+    block = re.search(r"```toml\n(.*?)```", text, re.S).group(1)
+    line = re.search(r"```text\n(.*?)\n```", text, re.S).group(1)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "example.toml").write_text(block)
+    snap = make_snapshot(tmp_path / "snap", commands=[{"argv": ["dmesg"], "returncode": 0, "stdout": line + "\n"}])
+    proc = run_cli("check", "--snapshot", str(snap), "--rules", str(site), "--format", "json", "--fail-on", "never")
+    assert proc.returncode == 0, proc.stderr
+    found = [f for f in json.loads(proc.stdout)["findings"] if f["id"] == "driver-probe-failed"]
+    assert found and "SMU did not power" in found[0]["message"]
+    assert "AIE2_SMU_POWER" in run_cli("explain", "--rules", str(site), line).stdout

@@ -166,7 +166,8 @@ def _cache_dir(request, name: str) -> Path:
     cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider (CI)
     if cache is not None:
         return Path(cache.mkdir(name))
-    d = Path(tempfile.gettempdir()) / name
+    # wheels are per interpreter: one folder per Python version (3.8 and 3.13 share a machine in CI)
+    d = Path(tempfile.gettempdir()) / f"{name}-py{sys.version_info[0]}{sys.version_info[1]}"
     d.mkdir(exist_ok=True)
     return d
 

@@ -283,7 +283,7 @@ def _cache_dir(request, name: str) -> Path:
     cache = getattr(request.config, "cache", None)
     if cache is not None:
         return Path(cache.mkdir(name))
-    d = Path(tempfile.gettempdir()) / name
+    d = Path(tempfile.gettempdir()) / f"{name}-py{sys.version_info[0]}{sys.version_info[1]}"
     d.mkdir(parents=True, exist_ok=True)
     return d
 

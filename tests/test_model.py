@@ -221,7 +221,10 @@ def wheels(tmp_path_factory):
         d = cache
     else:
         try:
-            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(d),
+            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                            # the models are data: any interpreter may fetch them (their
+                            # Requires-Python would refuse a newer one)
+                            "--only-binary=:all:", "--python-version", "3.11", "-d", str(d),
                             "silero-vad==6.2.3", "rapidocr-onnxruntime==1.4.4"],
                            check=True, capture_output=True, timeout=300)
         except (subprocess.SubprocessError, OSError) as e:

@@ -11,7 +11,7 @@ import pytest
 from npu_doctor.textsafe import escape_controls
 from npu_doctor.watch.events import Event
 
-from conftest import REPO, case_path, run_cli
+from conftest import REPO, case_path, run_cli, run_cli_subprocess
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,7 @@ def snap():
 
 
 def test_ascii_stdout_gets_ascii_marks_not_a_traceback(snap):
-    out = run_cli("check", "--snapshot", snap, env={"PYTHONIOENCODING": "ascii"})
+    out = run_cli_subprocess("check", "--snapshot", snap, env={"PYTHONIOENCODING": "ascii"})  # a real stdout
     assert out.returncode in (0, 1) and "Traceback" not in out.stderr
     out.stdout.encode("ascii")
     assert "[x]" in out.stdout or "[ok]" in out.stdout
@@ -56,7 +56,7 @@ def test_rules_explain_into_a_closed_pipe_exits_0():
 
 
 def test_bare_command_prints_short_usage_on_stdout_exit_0():
-    out = run_cli()
+    out = run_cli_subprocess()
     assert out.returncode == 0 and out.stdout.startswith("Usage:") and out.stderr == ""
     assert len(out.stdout.splitlines()) < 15
 

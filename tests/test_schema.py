@@ -96,3 +96,19 @@ def test_watch_events_validate(board):  # noqa: F811
         assert errors_of(v, ev) == [], ev
     bad = dict(events[0], event="exploded")
     assert errors_of(v, bad)
+
+
+def test_verify_report_validates_with_its_lock_section(tmp_path):
+    import jsonschema
+
+    from conftest import case_path
+
+    case = case_path("k05-rk3588-healthy")
+    lock = tmp_path / "k.lock"
+    assert run_cli("lock", "--snapshot", str(case), "-o", str(lock)).returncode == 0
+    proc = run_cli("verify", str(lock), "--snapshot", str(case), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads(proc.stdout)
+    assert rep["lock"]["differences"] == 0
+    schema = json.loads((REPO / "npu_doctor/schema/report-v1.json").read_text())
+    jsonschema.validate(rep, schema)

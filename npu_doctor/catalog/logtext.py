@@ -19,11 +19,13 @@ except ImportError:  # pragma: no cover - older Pythons
     import sre_parse as _sre_parse  # type: ignore[no-redef]
 
 #: Log prefixes stripped before matching and counting: dmesg `[  12.345678]`, `dmesg -T`
-#: `[Mon Mar  4 10:00:00 2024]`, syslog `Mar  4 10:00:00 host kernel:`, ISO/journal
+#: `[Mon Mar  4 10:00:00 2024]`, syslog `Mar  4 10:00:00 host kernel:` (any locale's month), ISO/journal
 #: short-iso `2024-03-04T10:00:00+0100 host kernel:`, journalctl short-monotonic.
 _PREFIX_RES = [
     re.compile(r"^<\d>"),
-    re.compile(r"^[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)? \S+ (?:kernel|[\w.\-/]+(?:\[\d+\])?): "),
+    # the month is the locale's abbreviation (journalctl and rsyslog follow LC_TIME): `Mar`,
+    # `nov`, `mär`, `déc.`
+    re.compile(r"^[^\W\d_]{3,4}\.? +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)? \S+ (?:kernel|[\w.\-/]+(?:\[\d+\])?): "),
     re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? \S+ "
                r"(?:kernel|[\w.\-/]+(?:\[\d+\])?): "),
     re.compile(r"^\[ *\d+\.\d+\] (?:\S+ kernel: )?"),

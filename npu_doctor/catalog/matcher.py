@@ -22,9 +22,14 @@ _CACHE: Dict[Tuple[str, ...], "CatalogSet"] = {}
 
 
 def load_catalogs(extra_dirs: Iterable[str] = ()) -> "CatalogSet":
-    """Every shipped catalog, then those of extra dirs. Raises ConfigError (also for an id
-    defined twice)."""
-    files = tuple(data_files("catalogs", extra_dirs))
+    """Every shipped catalog, then the site catalogs in extra dirs (the `--rules DIR`s: their
+    files with a `[catalog]` table; the others are rules files). Raises ConfigError (also for
+    an id defined twice)."""
+    from ..datafiles import read_toml
+
+    shipped = data_files("catalogs")
+    extra = [p for p in data_files("catalogs", extra_dirs)[len(shipped):] if "catalog" in read_toml(p)]
+    files = tuple(shipped + extra)
     hit = _CACHE.get(files)
     if hit is not None:
         return hit
@@ -218,6 +223,9 @@ class CatalogSet:
         g = dict(groups)
         if "errno" in g:
             g["errno_name"] = errno_name(g["errno"])
+        for k in ("pci_address", "device"):
+            if k in g:
+                g[k] = full_bdf(g[k])
         if ("driver" in g or "module" in g) and "vendor" not in g:
             vendor = self.drivers.get(g.get("driver", "")) or self.drivers.get(g.get("module", "")) \
                 or e.vendor
@@ -265,6 +273,8 @@ class CatalogSet:
         log line stands for; line matches first."""
         q = query.strip()
         hits = self.match_line(strip_prefix(q), SCOPES)
+        if any(e.rule for e, _ in hits):
+            hits = [h for h in hits if h[0].rule]  # the meaning of the line, not its small print
         if hits:
             return [(e, self.enrich(e, g)) for e, g in hits]
         out: List[Tuple[Entry, Dict[str, str]]] = []
@@ -277,9 +287,10 @@ class CatalogSet:
                 out.append((e, {}))
         if not out and len(q) >= 6:
             # a fragment of a message: the entries whose examples or meaning contain it
-            low = q.lower()
+            # whole words only: `EINVAL` is not the middle of `captureInvalidated`
+            word = re.compile(r"(?<![\w])" + re.escape(q) + r"(?![\w])", re.IGNORECASE)
             out = [(e, {}) for e in self.entries()
-                   if any(low in x.lower() for x in e.examples) or low in e.meaning.lower()]
+                   if any(word.search(x) for x in e.examples) or word.search(e.meaning)]
         return out
 
 
@@ -336,6 +347,18 @@ def _group_by_subject(events: List[Dict[str, Any]]) -> None:
         first[k].setdefault("also", []).append(ev["message"])
         ev["grouped_into"] = f"{first[k]['source']}:{first[k]['line_no']}"
         ev.pop("rule")
+
+
+_BDF_RE = re.compile(r"^(?:(?P<domain>[0-9a-fA-F]{4}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<slot>[0-9a-fA-F]{2})(?:\.(?P<fn>[0-7]))?$")
+
+
+def full_bdf(text: str) -> str:
+    """A PCI address as the contract writes it (`0000:3b:00.0`): Xid lines print `0000:3b:00`,
+    older drivers `3b:00.0`. Anything that is no PCI address is returned as it was."""
+    m = _BDF_RE.match(text)
+    if not m:
+        return text
+    return f"{(m.group('domain') or '0000').lower()}:{m.group('bus').lower()}:{m.group('slot').lower()}.{m.group('fn') or '0'}"
 
 
 def errno_name(value: str) -> str:

@@ -47,6 +47,10 @@ def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, s
     from ..check import Config, run_check
     from ..report import render_json, render_text, stdout_is_unicode
 
+    if deep and snapshot:
+        # the runs would happen on this machine and be reported as the board's
+        _fail("--deep runs models on this machine's runtimes; it cannot apply to a snapshot "
+              "(run `npu-doctor check --deep` on the board itself)")
     try:
         config = Config.load(probe_dirs, rule_dirs)
         from .ruleids import expand_rule_ids

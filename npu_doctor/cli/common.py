@@ -49,10 +49,28 @@ def _open_host(snapshot: Optional[str], logs: List[str]):
 
         if host.source == "live":
             for p in pythons:
-                if not os.path.exists(p):
-                    _fail(f"--python {p}: no such interpreter or environment directory")
+                why = _not_an_interpreter(p)
+                if why:
+                    _fail(f"--python {p}: {why}")
         use_interpreters(host, pythons)
     return host
+
+
+def _not_an_interpreter(path: str) -> Optional[str]:
+    """Why `path` is no Python interpreter or environment (venv/conda) directory, or None."""
+    if not os.path.exists(path):
+        return "no such interpreter or environment directory"
+    if os.path.isdir(path):
+        if any(os.path.isfile(os.path.join(path, "bin", n)) for n in ("python", "python3")):
+            return None
+        return "a directory without bin/python: not a virtual or conda environment"
+    if not os.access(path, os.X_OK):
+        return "not an executable file"
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head != b"\x7fELF" and not head.startswith(b"#!"):
+        return "not an interpreter (neither an executable nor a script)"
+    return None
 
 
 def _remember_python(ctx, _param, value):

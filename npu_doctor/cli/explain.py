@@ -19,7 +19,9 @@ from .common import _fail
 @click.command("explain")
 @click.argument("query", metavar="CODE-OR-LINE", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def explain(query, fmt):
+@click.option("--rules", "rule_dirs", multiple=True, metavar="DIR",
+              help="Also the site catalogs in DIR (files with a [catalog] table); repeatable.")
+def explain(query, fmt, rule_dirs):
     """What a vendor status code or a log line means, the rule it raises, the fix and the source.
 
     \b
@@ -33,7 +35,7 @@ def explain(query, fmt):
 
     text = " ".join(query)
     try:
-        cs = load_catalogs()
+        cs = load_catalogs(rule_dirs)
     except ConfigError as err:
         _fail(str(err))
     hits = cs.lookup(text)

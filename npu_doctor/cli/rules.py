@@ -55,7 +55,9 @@ def rules_explain(rule_id, rule_dirs):
     click.echo(f"{rule.id} ({rule.severity}): {rule.title}\n")
     click.echo(rule.explain + "\n")
     fixes, seen_fix = [], set()
-    for f in [f for m in rule.matches for f in m.fixes] + rule.fixes:
+    # the catalog path's fixes are templates over each entry's own fix ({it.fix_now}): the
+    # entries are listed below with theirs
+    for f in [f for m in rule.matches if m.file != "catalogs" for f in m.fixes] + rule.fixes:
         if (f.kind, f.text.strip()) not in seen_fix:
             seen_fix.add((f.kind, f.text.strip()))
             fixes.append(f)
@@ -78,7 +80,7 @@ def rules_explain(rule_id, rule_dirs):
     from ..catalog import load_catalogs
 
     try:
-        entries = [e for e in load_catalogs().entries() if e.rule == rule.id]
+        entries = [e for e in load_catalogs(rule_dirs).entries() if e.rule == rule.id]
     except ConfigError as e:
         _fail(str(e))
     if entries:

@@ -4,8 +4,9 @@ A catalog entry's `facts` table (npu_doctor.catalogs) turns named groups of a ma
 into contract facts (`drivers.<module>.version`, `sdks.<name>.version`, `limits.*`), with the
 log line as the source. A fact a probe already read from the machine is kept: the file beats
 the log. An entry with `accelerator = true` whose line names a PCI address (or only a
-vendor) creates or enriches an `accelerators[]` entry, for snapshots and hosts where sysfs
-is not available.
+vendor) creates or enriches an `accelerators[]` entry, but only where sysfs was not scanned
+(a snapshot of logs): on a machine whose /sys was read, the hardware is what /sys shows, and a
+log (perhaps from another machine) must not add devices to it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def derive_catalog_facts(facts: Facts, host: Host) -> None:
         for path, value in (ev.get("facts") or {}).items():
             if facts.get(path) is None:
                 facts.set(path, value, where)
-        if ev.get("accelerator") and ev.get("vendor"):
+        if ev.get("accelerator") and ev.get("vendor") and not facts.get("inventory.sysfs_scanned"):
             _add_accelerator(facts, ev, where)
 
 
@@ -33,6 +34,9 @@ def _add_accelerator(facts: Facts, ev: dict, where: str) -> None:
     pci = ev.get("pci_address") or (ev.get("device") if _is_bdf(ev.get("device")) else None)
     if pci:
         record["pci_address"] = _full_bdf(pci)
+        if any(a.get("pci_address") == record["pci_address"] and a.get("vendor") not in (None, ev["vendor"])
+               for a in facts.get("accelerators") or []):
+            return  # another vendor's device already holds that address: not this one
     elif any(a.get("vendor") == ev["vendor"] for a in facts.get("accelerators") or []):
         return
     if ev.get("driver"):
