@@ -68,7 +68,11 @@ def atomic_output(path: str, what: str = "output", mode: Optional[int] = None) -
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o644 & ~umask
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=d)
+    clean_stale_temps(path)
+    # the writer's pid in the name lets a later run tell a dead writer's leftover from a
+    # temp file another running writer is still filling
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.{os.getpid()}-", suffix=".tmp",
+                               dir=d)
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as f:
@@ -95,6 +99,51 @@ def atomic_output(path: str, what: str = "output", mode: Optional[int] = None) -
         pass
     finally:
         os.close(dfd)
+
+
+#: A leftover temp file without a pid in its name (older versions) is removed after this long.
+STALE_TEMP_S = 600
+
+
+def clean_stale_temps(path: str) -> int:
+    """Remove `.<name>.<pid>-XXXX.tmp` files beside `path` left by a writer that was killed
+    (its pid is gone), and nameless-pid ones older than STALE_TEMP_S. Returns how many were
+    removed; errors are ignored (the write itself reports what matters)."""
+    import re
+
+    d, base = os.path.split(os.path.abspath(path))
+    rx = re.compile(r"^\." + re.escape(base) + r"\.(?:(\d+)-)?[\w]+\.tmp$")
+    n = 0
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return 0
+    for name in names:
+        m = rx.match(name)
+        if not m:
+            continue
+        full = os.path.join(d, name)
+        try:
+            if m.group(1):
+                pid = int(m.group(1))
+                if pid == os.getpid():
+                    continue
+                try:
+                    os.kill(pid, 0)
+                    continue          # its writer still runs
+                except ProcessLookupError:
+                    pass
+                except PermissionError:
+                    continue          # alive, another user's
+            elif time.time() - os.lstat(full).st_mtime < STALE_TEMP_S:
+                continue
+            st = os.lstat(full)
+            if stat.S_ISREG(st.st_mode):
+                os.unlink(full)
+                n += 1
+        except (OSError, ValueError, OverflowError):
+            continue
+    return n
 
 
 def write_atomic(path: str, data: bytes, what: str = "lockfile", mode: Optional[int] = None) -> None:

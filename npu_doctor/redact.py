@@ -12,8 +12,17 @@ the same value gets the same placeholder in every file, command output, log and 
 | uuid      | 8-4-4-4-12 hex UUIDs anywhere; values of `uuid=`/`UUID=`/`PARTUUID=` | `00000000-0000-4000-8000-000000000001` |
 | mac       | six hex pairs joined by `:` or `-` (not all zeros / all ones)      | `02:00:00:00:00:01` |
 | ipv4      | a dotted quad on a line that speaks of addresses (inet, addr, ip, host, server, gateway, via, src, dst, nameserver, url, `@`, `://`), with a /prefix or :port, or in 10/8, 192.168/16, 172.16/12, 169.254/16, 100.64/10; never 127.x, 0.0.0.0 or masks | `192.0.2.1` (RFC 5737) |
-| ipv6      | full or `::`-compressed IPv6 (not ::1)                             | `2001:db8::1` (RFC 3849) |
+| ipv6      | full or `::`-compressed IPv6 (not ::1): global, ULA fc00::/7, link-local fe80::/10 | `2001:db8::1` (RFC 3849) |
+| secret    | URL credentials (`https://user:token@`), secret query parameters (`?token=`, `&sig=`), `PASSWORD=`/`api_key:` values, `Authorization: Bearer`, well-known token formats (`ghp_`, `hf_`, `glpat-`, `AKIA`...) | `REDACTED-1` |
 
+Names are also learned from what the text itself says: a syslog line's host field, systemd's
+"Hostname set to <X>", a shell prompt `user@host:~`, `id`'s `uid=1000(user)`, `/home/NAME`.
+A public IPv4 address is replaced where the line speaks of addresses (or begins with it, as
+an access log does) unless the quad reads as a version (`10.3.0.26-1`, `version 8.6.1.6`, a
+dpkg `name<TAB>version` column): kernel releases, PCI addresses and timestamps never match.
+
+Names of 8+ characters with a digit or hyphen are replaced wherever they are not part of a
+longer alphanumeric word (`BUILD_ID=rk-lab42-2024`); others only as whole tokens (below).
 A dotted quad that is not in an address context is left alone on purpose: TensorRT
 `8.6.1.6` and cuDNN `8.9.7.29` look like IPv4 addresses, and a version must survive a capture.
 Names shorter than 3 characters or that are everyday path and log words (`vm`, `sys`,
@@ -28,17 +37,20 @@ Use: `scan(text, path)` over everything first (learns values), then `apply(text,
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-KINDS = ("hostname", "user", "home", "serial", "uuid", "mac", "ipv4", "ipv6")
+from .redact_tokens import LEADING_ADDRESS, SECRET_RES, VERSION_WORDS, WEAK_BEFORE, names_in, secrets_in, version_like
+
+KINDS = ("hostname", "user", "home", "serial", "uuid", "mac", "ipv4", "ipv6", "secret")
 #: How a summary names each kind: (one, many), for `1 hostname`, `2 MAC addresses`.
 KIND_NOUNS = {"hostname": ("hostname", "hostnames"), "user": ("user name", "user names"),
               "home": ("home directory", "home directories"),
               "serial": ("serial number", "serial numbers"), "uuid": ("UUID", "UUIDs"),
               "mac": ("MAC address", "MAC addresses"), "ipv4": ("IPv4 address", "IPv4 addresses"),
-              "ipv6": ("IPv6 address", "IPv6 addresses")}
+              "ipv6": ("IPv6 address", "IPv6 addresses"), "secret": ("secret", "secrets")}
 
 #: Names that identify nothing, or that are words of every filesystem and log (replacing
 #: a host called `vm` or a user called `sys` would rewrite /proc/sys/vm): never replaced.
@@ -47,7 +59,9 @@ GENERIC_NAMES = {"localhost", "localhost.localdomain", "root", "user", "admin", 
                  "opt", "run", "boot", "home", "mnt", "media", "srv", "data", "test", "build",
                  "linux", "kernel", "driver", "module", "device", "npu", "gpu", "cpu", "cuda",
                  "debug", "power", "class", "bus", "pci", "usb", "net", "log", "logs", "share",
-                 "local", "host", "node", "server", "default", "docker", "ubuntu", "debian"}
+                 "local", "host", "node", "server", "default", "docker", "ubuntu", "debian",
+                 "fedora", "centos", "rhel", "rocky", "almalinux", "alpine", "arch", "armbian",
+                 "raspbian", "openeuler", "kylin", "euleros", "opensuse", "git", "kernel.org"}
 #: Shorter names are too likely to occur as ordinary tokens.
 MIN_NAME_LEN = 3
 #: Serial-number values that are not serial numbers.
@@ -58,8 +72,8 @@ NON_VALUES = {"n/a", "na", "none", "unknown", "not specified", "not available", 
 SERIAL_FILES = {"serial", "serial_number", "serial-number", "product_serial", "board_serial",
                 "chassis_serial", "machine-id", "unique_id", "product_uuid", "serial_num"}
 #: Paths where tokens are vendor identifiers, never the host's or user's name.
-NAME_SAFE_PREFIXES = ("/etc/os-release", "/usr/lib/os-release", "/proc/device-tree/",
-                      "/sys/firmware/devicetree/", "/etc/lsb-release", "/etc/debian_version")
+#: (os-release is not among them: a lab image's VARIANT or BUILD_ID can carry the host's name.)
+NAME_SAFE_PREFIXES = ("/proc/device-tree/", "/sys/firmware/devicetree/", "/etc/debian_version")
 
 _SERIAL_KEY = (r"\b(?:serial(?:[ _-]?(?:number|no|num))?|product[ _-]?serial|board[ _-]?serial|"
                r"board[ _-]?sn|chip[ _-]?sn|s/n|sn)\b")
@@ -70,7 +84,7 @@ _SERIAL_COLON = re.compile(r"(?im)(" + _SERIAL_KEY + r"\"?[ \t]*:[ \t]*\"?)([^\s
 # ... `serial=X` (kernel command line, key=value lists): the value ends at a blank.
 _SERIAL_EQ = re.compile(r"(?i)(" + _SERIAL_KEY + r"[ \t]*=[ \t]*\"?)([^\s\",;|]+)")
 _SERIAL_RES = (_SERIAL_COLON, _SERIAL_EQ)
-_HOME_RE = re.compile(r"(?<![\w.-])/home/([A-Za-z0-9._-]+)")
+_HOME_RE = re.compile(r"(?<![\w.-])(?:/var)?/home/([A-Za-z0-9._-]+)")
 _UUID_KV = re.compile(r"(?i)(\b(?:uuid|partuuid|fs[_-]?uuid)\s*[:=]\s*\"?)([^\s\",;)]+)")
 _UUID = re.compile(r"(?<![0-9A-Fa-f])[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-"
                    r"[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}(?![0-9A-Fa-f])")
@@ -80,7 +94,7 @@ _IPV4 = re.compile(r"(?<![\w.])((?:\d{1,3}\.){3}\d{1,3})(/\d{1,2}|:\d{1,5})?(?![
 _IP_CONTEXT = re.compile(
     r"(?i)\b(?:inet6?|addr|address|ip|ipv4|ipaddr|host|hostname|server|gateway|gw|via|src|"
     r"dst|peer|nameserver|client|dhcp\w*|lease|route|listen\w*|connect\w*|remote|proxy|url|"
-    r"https?|ssh|ping|from|to)\b|@|://")
+    r"https?|ssh|ping)\b|@|://")
 _IPV6 = re.compile(
     r"(?<![0-9A-Fa-f:\w.])("
     r"(?:[0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}"
@@ -133,7 +147,7 @@ class Redactor:
                 "serial": f"SERIAL-{n:04d}", "uuid": f"00000000-0000-4000-8000-{n:012d}",
                 "mac": "02:00:00:00:{:02x}:{:02x}".format(n // 256 % 256, n % 256),
                 "ipv4": f"192.0.2.{n}" if n <= 254 else f"198.51.100.{(n - 255) % 254 + 1}",
-                "ipv6": f"2001:db8::{n:x}",
+                "ipv6": f"2001:db8::{n:x}", "secret": f"REDACTED-{n}",
             }[kind]
             self._placeholders.add(m[value])
             self._literal_re = None
@@ -141,8 +155,9 @@ class Redactor:
 
     def add_hostname(self, name: Optional[str]) -> None:
         """The host's name (and its short form when given a FQDN)."""
-        name = (name or "").strip()
-        if not self.enabled or name.lower() in GENERIC_NAMES or len(name) < MIN_NAME_LEN:
+        name = (name or "").strip().rstrip(".")
+        if not self.enabled or name.lower() in GENERIC_NAMES or len(name) < MIN_NAME_LEN \
+                or re.fullmatch(r"[\d.:]+", name):
             return
         self._ph("hostname", name)
         short = name.split(".")[0]
@@ -181,6 +196,10 @@ class Redactor:
             return
         if path and posixpath.basename(path) in SERIAL_FILES:
             self._serial(text.strip("\x00").strip())
+        for kind, name in names_in(text):
+            (self.add_hostname if kind == "hostname" else self.add_user)(name)
+        for secret in secrets_in(text):
+            self._ph("secret", secret)
         for m in _HOME_RE.finditer(text):
             self.add_user(m.group(1))
             if m.group(1) in self.maps["user"]:
@@ -218,7 +237,16 @@ class Redactor:
             return False
         if m.group(2) or _private_v4(ip) or _weak_private_v4(m, line):
             return True
-        return bool(_IP_CONTEXT.search(line))
+        if version_like(line, m.start(1), m.end(1)):
+            return False
+        if m.start() == 0 or not line[:m.start()].strip():
+            if LEADING_ADDRESS.match(line):
+                return True
+        if _IP_CONTEXT.search(line):
+            return True
+        # `connection from 52.14.3.9`, but not `cudnn 8.9.7.29 to 9.1.0.70`
+        return bool(WEAK_BEFORE.search(line[max(0, m.start() - 12):m.start()])) and \
+            not VERSION_WORDS.search(line)
 
     @staticmethod
     def _is_v6(v: str) -> bool:
@@ -227,17 +255,31 @@ class Redactor:
     # -- replacing ---------------------------------------------------------------------------
     def _literals(self) -> Optional[re.Pattern]:
         if self._literal_re is None:
-            lits = [v for k in ("hostname", "user", "serial") for v in self.maps[k]
-                    if k != "serial" or len(v) >= 6]
+            lits = [v for k in ("hostname", "user", "serial", "secret") for v in self.maps[k]
+                    if k not in ("serial", "secret") or len(v) >= 6]
             lits += [v for v in self.maps["uuid"] if not _UUID.fullmatch(v)]
             if not lits:
                 return None
-            alt = "|".join(re.escape(v) for v in sorted(set(lits), key=lambda s: (-len(s), s)))
-            self._literal_re = re.compile(r"(?<![\w.-])(" + alt + r")(?![\w-])")
+
+            def alt(vs: List[str]) -> str:
+                return "|".join(re.escape(v) for v in sorted(set(vs), key=lambda s: (-len(s), s)))
+
+            # A distinctive name (8+ characters with a digit or hyphen: `rk-bench-lab42`) is
+            # replaced inside `BUILD_ID=rk-bench-lab42-2024` or `app-rk-bench-lab42.log`
+            # too; a plain word (`raspberrypi`) only as a whole token, so `linux-image-NAME`
+            # and `NAME-tools` stay readable.
+            loose = [v for v in lits if len(v) >= 8 and re.search(r"[\d-]", v)]
+            strict = [v for v in lits if v not in loose]
+            parts = []
+            if strict:
+                parts.append(r"(?<![\w.-])(?:" + alt(strict) + r")(?![\w-])")
+            if loose:
+                parts.append(r"(?<![A-Za-z0-9])(?:" + alt(loose) + r")(?![A-Za-z0-9])")
+            self._literal_re = re.compile("(" + "|".join(parts) + ")")
         return self._literal_re
 
     def _literal_ph(self, value: str) -> str:
-        for kind in ("serial", "hostname", "user", "uuid"):
+        for kind in ("secret", "serial", "hostname", "user", "uuid"):
             if value in self.maps[kind]:
                 return self.maps[kind][value]
         return value
@@ -252,6 +294,9 @@ class Redactor:
             ph = self.maps["serial"].get(v.strip("\"'"))
             if ph:
                 text = text.replace(v, ph)
+        secrets = self.maps["secret"]
+        for rx, g in SECRET_RES:
+            text = rx.sub(functools.partial(_sub_group, g=g, mapping=secrets), text)
         for home, ph in self._homes:
             text = re.sub(re.escape(home) + r"(?=/|\b|$)", ph, text)
         for rx in _SERIAL_RES:
@@ -310,6 +355,15 @@ class Redactor:
                 one, many = KIND_NOUNS[k]
                 parts.append(f"{counts[k]} {one if counts[k] == 1 else many}")
         return ", ".join(parts) or "nothing found"
+
+
+def _sub_group(m: "re.Match", g: int, mapping: Dict[str, str]) -> str:
+    """The match with group g replaced by its placeholder (when one was learned)."""
+    v = m.group(g)
+    if v not in mapping:
+        return m.group(0)
+    s, e = m.start(g) - m.start(), m.end(g) - m.start()
+    return m.group(0)[:s] + mapping[v] + m.group(0)[e:]
 
 
 def is_text(data: bytes) -> bool:

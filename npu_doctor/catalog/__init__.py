@@ -42,7 +42,8 @@ so a line no entry can match costs one scan of a combined needle pattern.
 """
 
 from .logtext import iter_lines, literal_needles, split_lines, strip_prefix
-from .matcher import CatalogSet, errno_name, fill, fill_value, load_catalogs
+from .events import errno_name, fill, fill_value
+from .matcher import CatalogSet, load_catalogs
 from .schema import Catalog, Entry, load_catalog_file
 
 __all__ = ["Catalog", "CatalogSet", "Entry", "errno_name", "fill", "fill_value", "iter_lines",

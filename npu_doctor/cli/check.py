@@ -14,8 +14,10 @@ from .common import _fail, _open_host, _progress_printer, _use_color, exit_for, 
 @host_options
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "npd"]), default="text",
               show_default=True, help="Report format (npd: Node Problem Detector plugin, one line).")
-@click.option("--select", multiple=True, metavar="ID", help="Report only these rule ids; repeatable.")
-@click.option("--ignore", multiple=True, metavar="ID", help="Do not report these rule ids; repeatable.")
+@click.option("--select", multiple=True, metavar="ID",
+              help="Report only these rule ids (comma list, shell patterns such as 'thermal-*'); repeatable.")
+@click.option("--ignore", multiple=True, metavar="ID",
+              help="Do not report these rule ids (comma list, shell patterns); repeatable.")
 @click.option("--fail-on", type=click.Choice(["error", "warning", "info", "never"]), default="error",
               show_default=True, help="Exit 1 when a finding at or above this severity is reported.")
 @click.option("--sample", "sample_s", type=click.FloatRange(0, 600), default=0.0, metavar="SECONDS",
@@ -51,10 +53,11 @@ def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, s
               "(run `npu-doctor check --deep` on the board itself)")
     try:
         config = Config.load(probe_dirs, rule_dirs)
+        from .ruleids import expand_rule_ids
+
         known = {r.id for r in config.rules.rules}
-        for rid in list(select) + list(ignore):
-            if rid not in known:
-                raise ConfigError(f"unknown rule id {rid!r} (see `npu-doctor rules list`)")
+        select = expand_rule_ids(select, known, "--select")     # comma lists, `thermal-*`
+        ignore = expand_rule_ids(ignore, known, "--ignore")
         host = _open_host(snapshot, list(logs))
         progress_on = show_progress()
         if sample_s and progress_on:

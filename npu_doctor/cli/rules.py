@@ -8,9 +8,13 @@ from ..errors import ConfigError
 from .common import _fail
 
 
-@click.group()
-def rules() -> None:
+@click.group(invoke_without_command=True)
+@click.pass_context
+def rules(ctx) -> None:
     """List the checks npu-doctor knows, or explain one."""
+    from .grouphelp import show_short_usage_when_bare
+
+    show_short_usage_when_bare(ctx)
 
 
 @rules.command("list")

@@ -11,9 +11,13 @@ from ..deploy.service import DEBIAN_TEXTFILE_DIR
 from .common import EXIT_OK, _fail
 
 
-@click.group()
-def service() -> None:
+@click.group(invoke_without_command=True)
+@click.pass_context
+def service(ctx) -> None:
     """Install npu-doctor watch as a systemd service, or remove it."""
+    from .grouphelp import show_short_usage_when_bare
+
+    show_short_usage_when_bare(ctx)
 
 
 @service.command("install")
@@ -45,7 +49,7 @@ def service_install(textfile_dir, no_textfile, root, daemon_reload):
         plan = install(root, None if no_textfile else textfile_dir, daemon_reload=daemon_reload)
     except ServiceError as e:
         _fail(str(e))
-    for line in plan.lines():
+    for line in plan.lines(root):
         click.echo(line)
     if not daemon_reload and os.path.abspath(root) == "/":
         click.echo("next: systemctl daemon-reload && systemctl enable --now npu-doctor")
@@ -66,6 +70,6 @@ def service_uninstall(root, daemon_reload):
         plan = uninstall(root, daemon_reload=daemon_reload)
     except ServiceError as e:
         _fail(str(e))
-    for line in plan.lines():
+    for line in plan.lines(root):
         click.echo(line)
     sys.exit(EXIT_OK)

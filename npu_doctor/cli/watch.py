@@ -1,4 +1,4 @@
-"""`npu-doctor watch` (the daemon) and `npu-doctor fix` (structured sysfs fixes)."""
+"""`npu-doctor watch` (the daemon); `npu-doctor fix` is in fixcmd.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import sys
 import click
 
 from ..errors import ConfigError, HostError, SnapshotError
-from .common import EXIT_OK, _fail, _open_host, host_options
+from .common import _fail, _open_host, host_options
+from .fixcmd import fix  # noqa: F401  (re-exported: cli/__init__ imports it from here)
 
 
 @click.command()
@@ -17,6 +18,9 @@ from .common import EXIT_OK, _fail, _open_host, host_options
               metavar="SECONDS", help="How often to sample temperatures, clocks, utilisation and runtime PM.")
 @click.option("--check-interval", type=click.FloatRange(1, 86400), default=300.0, show_default=True,
               metavar="SECONDS", help="How often to re-run the whole check and log findings raised/cleared.")
+@click.option("--inventory-interval", type=click.FloatRange(1, 86400), default=60.0, show_default=True,
+              metavar="SECONDS", help="How often to look again for devices and thermal zones that "
+                                      "appeared since start (also on every udev event).")
 @click.option("--log-format", type=click.Choice(["journal", "json"]), default="journal", show_default=True,
               help="journal: `<4>event subject: message` lines for journald; json: one object per line.")
 @click.option("--textfile-dir", metavar="DIR",
@@ -24,7 +28,8 @@ from .common import EXIT_OK, _fail, _open_host, host_options
                    "(Debian: /var/lib/prometheus/node-exporter); must be writable at start.")
 @click.option("--listen", metavar="ADDR:PORT",
               help="Also serve the metrics at http://ADDR:PORT/metrics (e.g. 127.0.0.1:9435).")
-def watch(snapshot, probe_dirs, rule_dirs, logs, interval, check_interval, log_format, textfile_dir, listen):
+def watch(snapshot, probe_dirs, rule_dirs, logs, interval, check_interval, inventory_interval, log_format,
+          textfile_dir, listen):
     """Run as a daemon: log throttling, runtime suspend, hot-plug and CPU fallback as they happen.
 
     Logs transitions only (one line each), never one line per sample. Under systemd
@@ -82,45 +87,7 @@ def watch(snapshot, probe_dirs, rule_dirs, logs, interval, check_interval, log_f
     watcher = Watcher(host, config, interval, check_interval, log_format=log_format,
                       textfile_dir=textfile_dir,
                       reload_config=lambda: Config.load(probe_dirs, rule_dirs), notifier=notifier,
-                      journal=journal, prefix=not sys.stdout.isatty(), snapshot=snapshot_metrics)
+                      journal=journal, prefix=not sys.stdout.isatty(), snapshot=snapshot_metrics,
+                      inventory_interval=inventory_interval)
     watcher.install_signals()
     sys.exit(watcher.run())
-
-
-@click.command()
-@host_options
-@click.option("--apply", "do_apply", is_flag=True, help="Perform the writes (root, live host only).")
-@click.option("--select", multiple=True, metavar="ID", help="Only fixes of these rule ids; repeatable.")
-def fix(snapshot, probe_dirs, rule_dirs, logs, do_apply, select):
-    """Show, and with --apply perform, the sysfs writes that fix current findings.
-
-    Only structured fixes are applied (for example power/control = on for
-    runtime-autosuspend); everything else stays advice in `npu-doctor check`. Writes last
-    until reboot: the check's `make it stay` lines say how to persist them.
-    """
-    from ..check import Config, run_check
-    from ..fix import apply, planned_writes
-
-    try:
-        config = Config.load(probe_dirs, rule_dirs)
-        host = _open_host(snapshot, list(logs))
-        result = run_check(host, config, select=select)
-    except (ConfigError, SnapshotError, HostError) as e:
-        _fail(str(e))
-    writes = planned_writes(result)
-    if not writes:
-        click.echo("Nothing to write: no current finding has a sysfs fix.")
-        sys.exit(EXIT_OK)
-    for w in writes:
-        click.echo(f"{w.rule} [{w.subject}]: {w.path}: {w.current or '?'} -> {w.value}")
-    if not do_apply:
-        click.echo("\nRun `sudo npu-doctor fix --apply` to write these.")
-        sys.exit(EXIT_OK)
-    if snapshot:
-        _fail("--apply writes to this host's /sys; it cannot apply to a snapshot")
-    if os.geteuid() != 0:
-        _fail("--apply needs root (sysfs attributes are root-writable): sudo npu-doctor fix --apply")
-    failed = apply(writes)
-    for w in writes:
-        click.echo(f"{w.path}: {w.result}")
-    sys.exit(1 if failed else EXIT_OK)

@@ -87,8 +87,11 @@ class Plan:
     def add(self, path: str, what: str, note: str = "") -> None:
         self.actions.append(Action(path, what, note))
 
-    def lines(self) -> List[str]:
-        return [f"{a.what} {a.path}" + (f" ({a.note})" if a.note else "") for a in self.actions]
+    def lines(self, root: str = "/") -> List[str]:
+        """One line per action; paths as they are on this machine (under `root`)."""
+        def shown(p: str) -> str:
+            return _under(root, p) if p.startswith("/") and os.path.abspath(root) != "/" else p
+        return [f"{a.what} {shown(a.path)}" + (f" ({a.note})" if a.note else "") for a in self.actions]
 
 
 def _under(root: str, path: str) -> str:
@@ -97,6 +100,23 @@ def _under(root: str, path: str) -> str:
 
 def _sha(text: bytes) -> str:
     return hashlib.sha256(text).hexdigest()
+
+
+def _makedirs(root: str, path: str, made: Optional[List[str]] = None) -> None:
+    """Create the missing directories of `path` (a path on the target, without root) under
+    root, mode 0755, recording each one created in `made` (target paths, outermost first);
+    root itself is never recorded (uninstall must not remove it)."""
+    missing = []
+    d = os.path.normpath(path)
+    while d not in ("/", "") and not os.path.isdir(_under(root, d)):
+        missing.append(d)
+        d = os.path.dirname(d)
+    os.makedirs(root, exist_ok=True)
+    for d in reversed(missing):
+        os.mkdir(_under(root, d), 0o755)
+        os.chmod(_under(root, d), 0o755)
+        if made is not None and d not in made:
+            made.append(d)
 
 
 def _atomic_write(path: str, data: bytes, mode: int) -> None:
@@ -130,17 +150,10 @@ def install(root: str = "/", textfile_dir: Optional[str] = DEBIAN_TEXTFILE_DIR,
     dirs: List[str] = manifest["dirs"]  # type: ignore[assignment]
     try:
         if textfile_dir and not os.path.isdir(_under(root, textfile_dir)):
-            made = []
-            d = _under(root, textfile_dir)
-            while not os.path.isdir(d):
-                made.append(d)
-                d = os.path.dirname(d)
-            for d in reversed(made):
-                os.mkdir(d, 0o755)
-                os.chmod(d, 0o755)
-                rel = "/" + os.path.relpath(d, root)
-                dirs.append(rel)
+            _makedirs(root, textfile_dir, dirs)
             plan.add(textfile_dir, "created", "directory for node_exporter's textfile collector")
+        for path in (UNIT_PATH, UDEV_PATH, CONFIG_PATH, MANIFEST_PATH):
+            _makedirs(root, os.path.dirname(path), dirs)   # uninstall removes them when empty
         for path, data, mode, what in (
                 (UNIT_PATH, render_unit(python, textfile_dir), 0o644, "systemd unit"),
                 (UDEV_PATH, _read("70-npu-doctor-runtime-pm.rules"), 0o644, "udev rule: accelerators stay out of runtime suspend")):
@@ -186,12 +199,15 @@ def _load_manifest(root: str) -> Optional[Dict]:
 
 
 def uninstall(root: str = "/", daemon_reload: bool = False) -> Plan:
-    """Remove what the manifest lists. Raises ServiceError when there is no manifest."""
+    """Remove what the manifest lists, then the directories install created once empty.
+    Without a manifest (never installed, removed already) the plan says nothing to remove.
+    Raises ServiceError for an unreadable manifest or a failed removal."""
     manifest = _load_manifest(root)
-    if manifest is None:
-        raise ServiceError(f"{MANIFEST_PATH} not found under {root}: nothing installed by "
-                           "`npu-doctor service install` to remove")
     plan = Plan()
+    if manifest is None:   # never installed, or uninstalled already: nothing to do is success
+        plan.add(MANIFEST_PATH, "nothing to remove:", "no install manifest, so nothing "
+                 "`npu-doctor service install` wrote is left")
+        return plan
     try:
         for path, digest in manifest["files"].items():
             full = _under(root, path)
@@ -207,6 +223,8 @@ def uninstall(root: str = "/", daemon_reload: bool = False) -> Plan:
         os.unlink(_under(root, MANIFEST_PATH))
         plan.add(MANIFEST_PATH, "removed")
         for d in sorted(set(manifest.get("dirs", [])) | {os.path.dirname(MANIFEST_PATH)}, key=len, reverse=True):
+            if os.path.normpath(d) in ("/", "."):
+                continue   # "/." from installs before 0.1.1: never the root itself
             full = _under(root, d)
             if os.path.isdir(full) and not os.listdir(full):
                 os.rmdir(full)

@@ -11,7 +11,7 @@ Lockfile layout (TOML, written with tomli-w, schema `npu-doctor/lock/v1`)::
     tool_version = "0.1.0"
     arch = "aarch64"                      # `arch` fact, or this machine's on a live host;
                                           # absent when unknown (verify then says so)
-    digest = "sha256:..."                 # over everything else: detects truncation/corruption
+    digest = "sha256:..."                 # over everything else: tells a hand edit (advisory)
     [os]                                  # every locked fact at its own path ...
     id = "debian"
     [accelerators."rknpu@/sys/devices/platform/fdab0000.npu"]   # ... list elements by key
@@ -34,9 +34,12 @@ its final target replaced (the link stays); one that exists and is not a regular
 
 `verify` builds the same manifest for the host (or snapshot) now and reports each difference
 as a `lock-drift` finding (rule in rules/lock.toml) with the locked and the current value and
-the severity of its class. A lockfile that is unreadable, not TOML, truncated (digest
-mismatch), of an unknown schema or for another architecture is a `LockfileError`
-(exit status 2, one line).
+the severity of its class. A lockfile that is unreadable, not TOML, of the wrong shape, of
+an unknown schema or for another architecture is a `LockfileError` (exit status 2, one line).
+The digest is advisory: a hand-edited lockfile is compared as it stands, with one `info`
+finding "edited since written" (`lock.digest`); a lockfile without a digest line says "no
+digest". `lock --update` and `verify --accept PATH` (lock/review.py) rewrite only the pins
+that changed and renew the digest. Kernel modules: lock/modules.py.
 """
 
 from __future__ import annotations
@@ -44,14 +47,14 @@ from __future__ import annotations
 from ..outputs import OutputPathError, resolve_output, write_atomic
 from .drift import (Drift, check_arch, classify, count_locked, diff, display_path, drift_findings,
                     drift_message, ignored, parse_ignore)
-from .lockfile import LOCK_SCHEMA, LockfileError, dumps, read_lockfile
+from .lockfile import LOCK_SCHEMA, LockfileError, digest_state, dumps, read_lockfile, with_digest
 from .manifest import (build_manifest, file_digest, host_arch, normalize_dist_name, python_packages,
                        scan_python_packages, site_dirs)
 from .spec import LockSpec, default_spec_path, element_key, expand, load_spec
 
 __all__ = ["Drift", "LOCK_SCHEMA", "LockSpec", "LockfileError", "OutputPathError",
            "build_manifest", "check_arch", "classify", "count_locked",
-           "default_spec_path", "diff", "display_path", "drift_findings",
+           "default_spec_path", "diff", "digest_state", "with_digest", "display_path", "drift_findings",
            "drift_message", "dumps", "element_key", "expand", "file_digest",
            "host_arch", "ignored", "load_spec", "normalize_dist_name", "parse_ignore",
            "python_packages", "read_lockfile", "resolve_output", "scan_python_packages",

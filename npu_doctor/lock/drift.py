@@ -41,7 +41,7 @@ def display_path(parts: Sequence[str]) -> str:
 
 
 def parse_ignore(pattern: str) -> List[str]:
-    """Tokens of an --ignore pattern: dotted keys, "quoted keys", `*` / `[*]` for any key."""
+    """Tokens of a lock path pattern (--skip-path, --accept): dotted keys, "quoted keys", `*` / `[*]` for any key."""
     toks: List[str] = []
     i, n = 0, len(pattern)
     cur = ""
@@ -52,7 +52,7 @@ def parse_ignore(pattern: str) -> List[str]:
             while j != -1 and pattern[j - 1] == "\\":
                 j = pattern.find('"', j + 1)
             if j == -1:
-                raise ConfigError(f"--ignore {pattern}: unterminated quote")
+                raise ConfigError(f"lock path {pattern}: unterminated quote")
             cur += json.loads(pattern[i:j + 1])
             i = j + 1
         elif c == ".":
@@ -63,7 +63,7 @@ def parse_ignore(pattern: str) -> List[str]:
         elif c == "[":
             j = pattern.find("]", i)
             if j == -1:
-                raise ConfigError(f"--ignore {pattern}: unterminated [")
+                raise ConfigError(f"lock path {pattern}: unterminated [")
             if cur:
                 toks.append(cur)
             cur = ""
@@ -76,7 +76,7 @@ def parse_ignore(pattern: str) -> List[str]:
     if cur:
         toks.append(cur)
     if not toks:
-        raise ConfigError("--ignore needs a lock path such as sdks.cann.version")
+        raise ConfigError("--skip-path needs a lock path such as sdks.cann.version")
     return toks
 
 
@@ -222,13 +222,15 @@ def drift_findings(drifts: Sequence[Drift], lock_path: str, title: str = "",
 
 
 def _fix_text(d: Drift, lock_path: str) -> str:
+    accept = f"`npu-doctor verify {lock_path} --accept '{d.display}'`"
     if d.kind == "added":
-        return (f"If {d.display} belongs to the validated stack, re-lock: `npu-doctor lock -o "
-                f"{lock_path}`; otherwise remove it, or `--ignore '{d.display}'`.")
+        return (f"If {d.display} belongs to the validated stack, pin it: {accept}; otherwise "
+                f"remove it, or let it float with `--skip-path '{d.display}'`.")
     back = f"restore {d.display} to {_fmt(d.old)}" if d.kind == "changed" else \
         f"bring {d.display} back ({_fmt(d.old)})"
-    return (f"If the change is intended, re-lock with `npu-doctor lock -o {lock_path}`; otherwise "
-            f"{back}, or let it float with `--ignore '{d.display}'`.")
+    return (f"If the change is intended, record it: {accept} (or `npu-doctor lock --update -o "
+            f"{lock_path}` for every change); otherwise {back}, or let it float with "
+            f"`--skip-path '{d.display}'`.")
 
 
 def _arch_of(manifest: Dict[str, Any]) -> Optional[str]:

@@ -109,8 +109,13 @@ def build_manifest(facts: Facts, host: Host, spec: LockSpec) -> Dict[str, Any]:
     """The lockfile content (a plain dict, keys sorted, digest included) for these facts."""
     tree = facts.to_dict()
     flat: Dict[LockPath, Any] = {}
+    from .modules import accelerator_modules, is_pinned
+
+    keep = accelerator_modules(tree, host, spec.modules_also)
     for fs in spec.fields:
         for lock_path, _fact, value in expand(tree, fs.tokens, spec):
+            if lock_path[0] == "drivers" and len(lock_path) > 1 and not is_pinned(lock_path[1], keep):
+                continue   # not an accelerator's module (lock/modules.py); lockspec [modules]
             flat[lock_path] = value
     files: Dict[str, Dict[str, Any]] = {}
     for hs in spec.hashes:

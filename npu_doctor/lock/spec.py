@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import ConfigError
@@ -43,6 +43,8 @@ class LockSpec:
     python_class: str
     python_packages: List[str]
     file: str = ""
+    #: kernel modules pinned beyond the accelerator-relevant ones (shell patterns)
+    modules_also: List[str] = field(default_factory=list)
 
     def severity(self, cls: str, kind: str) -> str:
         return self.classes.get(cls, {}).get(kind, "warning")
@@ -112,8 +114,11 @@ def load_spec(path: Optional[str] = None) -> LockSpec:
     if not isinstance(pkgs, list) or not all(isinstance(p, str) for p in pkgs):
         raise ConfigError(f"{path}: python.packages must be a list of names")
     py_cls = cls_of(py, "python") if py else "package"
+    also = data.get("modules", {}).get("also", []) if isinstance(data.get("modules"), dict) else None
+    if not isinstance(also, list) or not all(isinstance(p, str) for p in also):
+        raise ConfigError(f"{path}: modules.also must be a list of module names or patterns")
     return LockSpec(classes, collections, fields, hashes, py_cls,
-                    [normalize_dist_name(p) for p in pkgs], path)
+                    [normalize_dist_name(p) for p in pkgs], path, also)
 
 
 def normalize_dist_name(name: str) -> str:

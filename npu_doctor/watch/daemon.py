@@ -30,7 +30,7 @@ class Watcher:
                  reload_config: Optional[Callable[[], Config]] = None,
                  notifier: Optional[Notifier] = None, use_udev: bool = True,
                  journal: Optional[Any] = None, prefix: bool = True,
-                 snapshot: Optional[Any] = None) -> None:
+                 snapshot: Optional[Any] = None, inventory_interval: float = 60.0) -> None:
         self.host = host
         self.config = config
         self.interval = interval
@@ -48,13 +48,17 @@ class Watcher:
         self.stop = threading.Event()
         self.reload = threading.Event()
         self.fast_specs = self._fast(config.specs)
-        self.inventory = InventoryCache()  # sampling path: sysfs re-scanned on udev events / slowly
+        # sampling path: sysfs walked again on udev events and every inventory_interval seconds
+        self.inventory = InventoryCache(inventory_interval)
         self._busy = False
         self._first = True
         self._prune = True
         self._last_ping = 0.0
         self._last_check = -1e18
         self._monitor = self._udev_monitor() if use_udev and host.source == "live" else None
+        self.inventory_interval = inventory_interval
+        self._last_inventory = time.monotonic()
+        self._hotplug = False
 
     @staticmethod
     def _fast(specs: Sequence[ProbeSpec]) -> List[ProbeSpec]:
@@ -114,6 +118,7 @@ class Watcher:
         `check_interval` seconds have passed, export the metrics (--listen, textfile), notify systemd
         (READY=1 after the first, WATCHDOG=1, STATUS=)."""
         now = time.time()
+        self._reinventory()
         self._busy = True
         try:
             mono = time.monotonic()
@@ -156,6 +161,22 @@ class Watcher:
         else:
             self._ping()
             self.notifier.send(STATUS=self.tracker.status_line())
+
+    def _reinventory(self) -> None:
+        """Bring back the fast probes pruned for having nothing to read, every
+        `inventory_interval` seconds and after a udev event, so a device or thermal zone that
+        appears after start (driver bound late, zones registered late) is found without a
+        SIGHUP; those still empty are pruned again after the sample."""
+        due = time.monotonic() - self._last_inventory >= self.inventory_interval
+        if not (due or self._hotplug):
+            return
+        self._hotplug = False
+        self._last_inventory = time.monotonic()
+        self.inventory.invalidate()  # the accelerators probe walks sysfs again this sample
+        every = self._fast(self.config.specs)
+        if len(every) != len(self.fast_specs):
+            self.fast_specs = every
+            self._prune = True
 
     def _export(self, now: float) -> None:
         """Metrics for --listen and the textfile. A failing write is one `textfile-failed`
@@ -232,7 +253,7 @@ class Watcher:
                 except Exception:
                     dev = None
                 if dev is not None:
-                    self.inventory.invalidate()
+                    self._hotplug = True
                     return  # a hot-plug event: re-inventory and sample now
             else:
                 self.stop.wait(min(left, 0.5))

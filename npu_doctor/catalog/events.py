@@ -1,0 +1,114 @@
+"""What a matched line becomes: templates filled from its named groups (with units), PCI
+addresses and errno names spelled one way, and the passes over a log's events (a failure a
+later line clears; several lines of one problem made one event)."""
+
+from __future__ import annotations
+
+import errno as _errno
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+from .schema import _TEMPLATE_RE
+
+
+def apply_cleared(events: List[Dict[str, Any]], cleared: Dict[Tuple[str, str], List[str]]) -> None:
+    """A failure followed by a line of one of its `cleared_by` entries (same device, when the
+    lines name one) is benign: e.g. a firmware file missing, then a fallback name loaded."""
+    for ev in events:
+        keys = cleared.get((ev["catalog"], ev["entry"]))
+        if not keys:
+            continue
+        for later in events:
+            if later["catalog"] == ev["catalog"] and later["entry"] in keys \
+                    and later["source"] == ev["source"] and later["line_no"] > ev["line_no"] \
+                    and later.get("device") == ev.get("device"):
+                ev["benign"] = True
+                ev["cleared_by_line"] = f"{later['source']}:{later['line_no']}"
+                ev.pop("rule", None)
+                break
+
+
+def group_by_subject(events: List[Dict[str, Any]]) -> None:
+    """Several lines that raise one rule for one device are one finding: the first line (the
+    cause, usually) keeps the rule and lists the others under `also`."""
+    first: Dict[Tuple[str, str], Dict[str, Any]] = {}
+    for ev in events:
+        if not ev.get("rule") or not ev.get("subject"):
+            continue
+        k = (ev["rule"], ev["subject"])
+        if k not in first:
+            first[k] = ev
+            continue
+        first[k].setdefault("also", []).append(ev["message"])
+        ev["grouped_into"] = f"{first[k]['source']}:{first[k]['line_no']}"
+        ev.pop("rule")
+
+
+_BDF_RE = re.compile(r"^(?:(?P<domain>[0-9a-fA-F]{4}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<slot>[0-9a-fA-F]{2})(?:\.(?P<fn>[0-7]))?$")
+
+
+def full_bdf(text: str) -> str:
+    """A PCI address as the contract writes it (`0000:3b:00.0`): Xid lines print `0000:3b:00`,
+    older drivers `3b:00.0`. Anything that is no PCI address is returned as it was."""
+    m = _BDF_RE.match(text)
+    if not m:
+        return text
+    return f"{(m.group('domain') or '0000').lower()}:{m.group('bus').lower()}:{m.group('slot').lower()}.{m.group('fn') or '0'}"
+
+
+def errno_name(value: str) -> str:
+    """`-22` -> `EINVAL`; the number itself when unknown."""
+    try:
+        n = abs(int(value))
+    except ValueError:
+        return value
+    return _errno.errorcode.get(n, str(n))
+
+
+def _group(groups: Dict[str, str], names: str) -> Optional[str]:
+    """The value of `name`, or of the first of `a|b` that matched (alternatives of a pattern
+    cannot share a group name)."""
+    return next((groups[n] for n in names.split("|") if groups.get(n) is not None), None)
+
+
+def fill(template: str, groups: Dict[str, str]) -> str:
+    """`{group}` placeholders filled from named groups; an unknown one stays `?`."""
+    return _TEMPLATE_RE.sub(lambda m: str(_convert(_group(groups, m.group(1)), m.group(2)) or "?"), template)
+
+
+def fill_value(template: str, groups: Dict[str, str]) -> Any:
+    """A fact value from a template: a lone `{g:int}`/`{g:kib}`/`{g:mib}` gives a number
+    (KiB/MiB converted to bytes), otherwise a string; None when a group is missing."""
+    m = _TEMPLATE_RE.fullmatch(template)
+    if m:
+        return _convert(_group(groups, m.group(1)), m.group(2))
+    if any(_group(groups, x.group(1)) is None for x in _TEMPLATE_RE.finditer(template)):
+        return None
+    return fill(template, groups)
+
+
+_UNITS = {"int": 1, "kib": 1024, "mib": 1024 ** 2, "gib": 1024 ** 3}
+
+
+def _convert(value: Optional[str], conv: Optional[str]) -> Any:
+    if value is None:
+        return None
+    if not conv:
+        return value
+    if conv in _UNITS:
+        try:
+            n = int(str(value).strip())
+        except ValueError:
+            return None
+        if len(str(n)) > 30:
+            return None
+        return n * _UNITS[conv]
+    if conv == "lower":
+        return value.lower()
+    if conv == "cudaver":  # CUDA's integer version: 11040 -> "11.4", 12020 -> "12.2"
+        try:
+            n = int(value)
+        except ValueError:
+            return None
+        return f"{n // 1000}.{(n % 1000) // 10}" if 1000 <= n < 1000000 else None
+    return value
