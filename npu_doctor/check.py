@@ -51,6 +51,7 @@ class Config:
     @classmethod
     def load(cls, probe_dirs: Iterable[str] = (), rule_dirs: Iterable[str] = ()) -> "Config":
         """Raises ConfigError for a bad probe spec or rules file."""
+        from . import regexmemo
         from .datafiles import save_cache
 
         probe_dirs, rule_dirs = list(probe_dirs), list(rule_dirs)
@@ -59,6 +60,7 @@ class Config:
         check_catalog_rules(catalogs, rules)
         config = cls(load_specs(probe_dirs), rules, load_signatures(probe_dirs), catalogs)
         save_cache()
+        regexmemo.save()
         return config
 
 

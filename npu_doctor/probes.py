@@ -36,7 +36,7 @@ from .datafiles import read_toml
 from .errors import AccessDenied, ConfigError, HostError
 from .facts import Facts
 from .host import CommandResult, Host
-from .regexcheck import why_catastrophic
+from .lazyregex import LazyRegex, compile_checked
 from .resources import data_files
 
 SPEC_KEYS = {"id", "area", "title", "collector", "read", "run", "parser", "into", "timeout_s",
@@ -230,7 +230,7 @@ class Signature:
 
     id: str
     scope: str
-    regex: "re.Pattern[str]"
+    regex: LazyRegex
     fields: Dict[str, Any]
     file: str = ""
 
@@ -252,15 +252,9 @@ def _load_signatures(data: Dict[str, Any], path: str) -> List[Signature]:
         if scope not in ("kernel", "runtime", "any"):
             raise ConfigError(f"{where}: scope must be kernel, runtime or any")
         flags = re.IGNORECASE if "i" in str(raw.get("flags", "")) else 0
-        try:
-            rx = re.compile(raw.get("regex", ""), flags)
-        except (re.error, TypeError) as e:
-            raise ConfigError(f"{where}: bad regex ({e})") from None
         if not raw.get("regex"):
             raise ConfigError(f"{where}: missing regex")
-        why = why_catastrophic(raw["regex"], flags)
-        if why:
-            raise ConfigError(f"{where}: regex {raw['regex']!r} would backtrack catastrophically ({why})")
+        rx = compile_checked(raw["regex"], flags, where)
         fields = raw.get("fields", {})
         if not isinstance(fields, dict):
             raise ConfigError(f"{where}: fields must be a table")

@@ -109,7 +109,14 @@ def _walk(items: List[Any]) -> Optional[str]:
 
 def why_catastrophic(pattern: str, flags: int = 0) -> Optional[str]:
     """None when `pattern` is free of the nested-quantifier shape, else a one-line reason.
-    A pattern that does not parse is left to re.compile to report."""
+    A pattern that does not parse is left to re.compile to report. Remembered between runs
+    (npu_doctor.regexmemo)."""
+    from .regexmemo import remembered
+
+    return remembered("catastrophic", pattern, flags, lambda: _why_catastrophic(pattern, flags))
+
+
+def _why_catastrophic(pattern: str, flags: int) -> Optional[str]:
     try:
         parsed = _sre_parse.parse(pattern, flags)
     except Exception:

@@ -77,7 +77,14 @@ def iter_lines(lines: Iterable[str]) -> Iterator[str]:
 def literal_needles(pattern: str, flags: int = 0) -> Optional[List[str]]:
     """Literal strings (lower-cased) of which every match of `pattern` contains at least one,
     or None when no such set of 4+ character strings is found. Used to skip lines that
-    cannot match: a run of literals, or one literal per branch of an alternation."""
+    cannot match: a run of literals, or one literal per branch of an alternation. Remembered
+    between runs (npu_doctor.regexmemo)."""
+    from ..regexmemo import remembered
+
+    return remembered("needles", pattern, flags, lambda: _literal_needles(pattern, flags))
+
+
+def _literal_needles(pattern: str, flags: int) -> Optional[List[str]]:
     try:
         parsed = _sre_parse.parse(pattern, flags)
     except Exception:

@@ -17,7 +17,7 @@ from .events import apply_cleared, errno_name, fill, fill_value, full_bdf, group
 from .logtext import BLOCK_LINES, iter_lines, literal_needles, strip_prefix
 from .needles import LineFilter, NeedleSet
 from .schema import (FIX_KINDS, MAX_EVENTS_PER_ENTRY, MAX_LINE, MAX_SCAN_LINE, RESERVED, SCOPES,
-                     Catalog, Entry, load_catalog_file)
+                     Catalog, Entry, LazyRegex, load_catalog_file)
 
 _CACHE: Dict[Tuple[str, ...], "CatalogSet"] = {}
 
@@ -52,7 +52,7 @@ def load_catalogs(extra_dirs: Iterable[str] = ()) -> "CatalogSet":
 class _Matcher:
     """One regex to try on a line: an entry's own pattern, or a catalog's code pattern."""
 
-    rx: "re.Pattern[str]"
+    rx: "LazyRegex"
     needles: Optional[List[str]]
     scope: str
     catalog: Catalog

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from ..datafiles import read_toml
-from ..regexcheck import why_catastrophic
+from ..lazyregex import LazyRegex, compile_checked
 from ..errors import ConfigError
 
 SCOPES = ("kernel", "runtime", "any")
@@ -49,7 +49,7 @@ class Entry:
     benign: bool
     severity: Optional[str]
     scope: str
-    pattern: Optional["re.Pattern[str]"]
+    pattern: Optional["LazyRegex"]
     facts: Dict[str, str]
     fix: Dict[str, str]
     examples: List[str]
@@ -81,7 +81,7 @@ class Catalog:
     scope: str
     source: str
     generic: bool
-    code_patterns: List["re.Pattern[str]"]
+    code_patterns: List["LazyRegex"]
     code_aliases: List[str]
     entries: List[Entry]
     drivers: Dict[str, str]
@@ -107,19 +107,6 @@ def _str_code(v: Any) -> Optional[str]:
     if isinstance(v, bool) or not isinstance(v, (int, str)):
         raise ValueError("code must be an integer or a string")
     return str(v)
-
-
-def _compile(rx: Any, flags: int, where: str) -> "re.Pattern[str]":
-    if not isinstance(rx, str) or not rx:
-        raise ConfigError(f"{where}: pattern must be a non-empty string")
-    try:
-        compiled = re.compile(rx, flags)
-    except re.error as e:
-        raise ConfigError(f"{where}: bad regex ({e})") from None
-    why = why_catastrophic(rx, flags)
-    if why:
-        raise ConfigError(f"{where}: regex {rx!r} would backtrack catastrophically ({why})")
-    return compiled
 
 
 def _load_entry(raw: Any, cat: Catalog, n: int, path: str) -> Entry:
@@ -162,7 +149,7 @@ def _load_entry(raw: Any, cat: Catalog, n: int, path: str) -> Entry:
         # a generic class about any accelerator driver: the catalog's driver table, spelled out
         names = sorted(cat.drivers, key=len, reverse=True)
         text = text.replace(DRIVERS_TOKEN, "(?:" + "|".join(re.escape(n) for n in names) + ")")
-    pattern = _compile(text, flags, where) if "pattern" in raw else None
+    pattern = compile_checked(text, flags, where) if "pattern" in raw else None
     if pattern is None and (code is None or not cat.code_patterns) and not mnemonic:
         raise ConfigError(f"{where}: needs a pattern, or a code the catalog's code_patterns find")
     facts = raw.get("facts", {})
@@ -216,7 +203,7 @@ def load_catalog_file(path: str) -> Catalog:
         raise ConfigError(f"{path}: catalog {cid}: code_patterns/code_aliases must be lists, drivers a table")
     cat = Catalog(cid, str(head.get("title", cid)), str(head.get("vendor", "")), scope,
                   str(head.get("source", "")), bool(head.get("generic", False)),
-                  [_compile(p, 0, f"{path}: catalog {cid}: code_patterns") for p in pats],
+                  [compile_checked(p, 0, f"{path}: catalog {cid}: code_patterns") for p in pats],
                   [str(a) for a in aliases], [], {str(k): str(v) for k, v in drivers.items()}, path)
     for p in cat.code_patterns:
         if "code" not in p.groupindex and "mnemonic" not in p.groupindex:
