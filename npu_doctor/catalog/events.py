@@ -71,6 +71,11 @@ def _group(groups: Dict[str, str], names: str) -> Optional[str]:
     return next((groups[n] for n in names.split("|") if groups.get(n) is not None), None)
 
 
+def complete(template: str, groups: Dict[str, str]) -> bool:
+    """Whether every placeholder of the template has a value in `groups`."""
+    return all(_group(groups, m.group(1)) is not None for m in _TEMPLATE_RE.finditer(template))
+
+
 def fill(template: str, groups: Dict[str, str]) -> str:
     """`{group}` placeholders filled from named groups; an unknown one stays `?`."""
     return _TEMPLATE_RE.sub(lambda m: str(_convert(_group(groups, m.group(1)), m.group(2)) or "?"), template)

@@ -13,7 +13,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ..errors import ConfigError
 from ..resources import data_files
-from .events import apply_cleared, errno_name, fill, fill_value, full_bdf, group_by_subject
+from .events import apply_cleared, complete, errno_name, fill, fill_value, full_bdf, group_by_subject
 from .logtext import BLOCK_LINES, iter_lines, literal_needles, strip_prefix
 from .needles import LineFilter, NeedleSet
 from .schema import (FIX_KINDS, MAX_EVENTS_PER_ENTRY, MAX_LINE, MAX_SCAN_LINE, RESERVED, SCOPES,
@@ -244,7 +244,9 @@ class CatalogSet:
         ev: Dict[str, Any] = {k: v for k, v in g.items() if k not in RESERVED}
         where = f"{source}:{line_no}"
         meaning = e.meaning
-        text = fill(e.message, g) if e.message else meaning
+        # a template whose groups the line lacks (a pasted line without its driver prefix)
+        # says the entry's meaning rather than "?"
+        text = fill(e.message, g) if e.message and complete(e.message, g) else meaning
         code = e.code if e.code is not None else g.get("code")
         label = " ".join(x for x in (e.mnemonic, f"({code})" if code and e.mnemonic else code) if x)
         ev.update({
@@ -254,7 +256,7 @@ class CatalogSet:
             "meaning": meaning, "rule": e.rule, "benign": e.benign,
             "severity": e.severity, "source_url": e.source,
             "message": f"{where}: {text}" + (f" [{label}]" if label else ""),
-            "subject": fill(e.subject, g) if e.subject else _default_subject(g, e),
+            "subject": fill(e.subject, g) if e.subject and complete(e.subject, g) else _default_subject(g, e),
             "vendor": g.get("vendor") or None,
         })
         for kind in FIX_KINDS:
