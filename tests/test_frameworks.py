@@ -165,9 +165,11 @@ WHEELS = ("onnxruntime", "openvino", "ai-edge-litert")
 def _cache_dir(request, name: str) -> Path:
     cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider (CI)
     if cache is not None:
-        return Path(cache.mkdir(name))
+        return Path(cache.mkdir(name + os.environ.get("PYTEST_XDIST_WORKER", "")))
     # wheels are per interpreter: one folder per Python version (3.8 and 3.13 share a machine in CI)
-    d = Path(tempfile.gettempdir()) / f"{name}-py{sys.version_info[0]}{sys.version_info[1]}"
+    # and one per xdist worker, so that two never download into one folder at once
+    d = Path(tempfile.gettempdir()) / (f"{name}-py{sys.version_info[0]}{sys.version_info[1]}"
+                                       + os.environ.get("PYTEST_XDIST_WORKER", ""))
     d.mkdir(exist_ok=True)
     return d
 

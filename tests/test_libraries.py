@@ -282,8 +282,10 @@ def _cache_dir(request, name: str) -> Path:
     """A directory kept between runs: the pytest cache, or the temp dir without it."""
     cache = getattr(request.config, "cache", None)
     if cache is not None:
-        return Path(cache.mkdir(name))
-    d = Path(tempfile.gettempdir()) / f"{name}-py{sys.version_info[0]}{sys.version_info[1]}"
+        return Path(cache.mkdir(name + os.environ.get("PYTEST_XDIST_WORKER", "")))
+    # and one per xdist worker, so that two never download into one folder at once
+    d = Path(tempfile.gettempdir()) / (f"{name}-py{sys.version_info[0]}{sys.version_info[1]}"
+                                       + os.environ.get("PYTEST_XDIST_WORKER", ""))
     d.mkdir(parents=True, exist_ok=True)
     return d
 
