@@ -47,6 +47,11 @@ def group_by_subject(events: List[Dict[str, Any]]) -> None:
 _BDF_RE = re.compile(r"^(?:(?P<domain>[0-9a-fA-F]{4}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<slot>[0-9a-fA-F]{2})(?:\.(?P<fn>[0-7]))?$")
 
 
+def is_bdf(text: object) -> bool:
+    """Whether the text is a PCI address (`0000:3b:00.0`, `3b:00.0`, `0000:3b:00`)."""
+    return isinstance(text, str) and _BDF_RE.match(text) is not None
+
+
 def full_bdf(text: str) -> str:
     """A PCI address as the contract writes it (`0000:3b:00.0`): Xid lines print `0000:3b:00`,
     older drivers `3b:00.0`. Anything that is no PCI address is returned as it was."""

@@ -3,13 +3,12 @@
 Kernel and runtime messages reach us in many wrappings (dmesg with and without timestamps,
 `dmesg -T`, syslog and kern.log, journalctl short/short-iso/short-monotonic, rsyslog `#012`
 escapes). `strip_prefix` leaves the message; `iter_lines` streams a log's lines;
-`literal_needles` finds the literals a regex needs, and `block_hits` the lines of a block that
+`literal_needles` finds the literals a regex needs, and `blocks` cuts a log into the blocks that
 contain one, so the regexes run only on lines that can match.
 """
 
 from __future__ import annotations
 
-import bisect
 import re
 from typing import Iterable, Iterator, List, Optional, Tuple
 
@@ -127,21 +126,16 @@ def _literal_needles(pattern: str, flags: int) -> Optional[List[str]]:
 BLOCK_LINES = 4096
 
 
-def block_hits(block: List[str], start: int, needles: List[str]) -> Iterator[Tuple[int, str]]:
-    text = "\n".join(block).lower()
-    if len(text) != sum(map(len, block)) + len(block) - 1:
-        # lower() changed a length (some non-ASCII letters do): fall back to per line
-        hits = {i for i, line in enumerate(block) if any(nd in line.lower() for nd in needles)}
-    else:
-        offsets = [0]
-        for line in block:
-            offsets.append(offsets[-1] + len(line) + 1)
-        hits = set()
-        for nd in needles:
-            pos = text.find(nd)
-            while pos >= 0:
-                i = bisect.bisect_right(offsets, pos) - 1
-                hits.add(i)
-                pos = text.find(nd, offsets[i + 1]) if i + 1 < len(offsets) else -1
-    for i in sorted(hits):
-        yield start + i, block[i]
+def blocks(lines: Iterable[str]) -> Iterator[Tuple[int, List[str]]]:
+    """(number of the first line, lines) in blocks of BLOCK_LINES: what the needle search and
+    the log consumers work on, holding one block at a time."""
+    block: List[str] = []
+    start = 1
+    for line in lines:
+        block.append(line)
+        if len(block) >= BLOCK_LINES:
+            yield start, block
+            start += len(block)
+            block = []
+    if block:
+        yield start, block

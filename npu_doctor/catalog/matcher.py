@@ -14,7 +14,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 from ..errors import ConfigError
 from ..resources import data_files
 from .events import apply_cleared, complete, errno_name, fill, fill_value, full_bdf, group_by_subject
-from .logtext import BLOCK_LINES, iter_lines, literal_needles, strip_prefix
+from .logtext import blocks, iter_lines, literal_needles, strip_prefix
 from .needles import LineFilter, NeedleSet
 from .schema import (FIX_KINDS, MAX_EVENTS_PER_ENTRY, MAX_LINE, MAX_SCAN_LINE, RESERVED, SCOPES,
                      Catalog, Entry, LazyRegex, load_catalog_file)
@@ -167,16 +167,7 @@ class CatalogSet:
             yield from ((n, line) for n, line in enumerate(lines, 1) if self._always)
             return
         hits = self._filter.hits
-        block: List[str] = []
-        start = 1
-        for line in lines:
-            block.append(line)
-            if len(block) >= BLOCK_LINES:
-                for i in hits(block):
-                    yield start + i, block[i]
-                start += len(block)
-                block = []
-        if block:
+        for start, block in blocks(lines):
             for i in hits(block):
                 yield start + i, block[i]
 

@@ -11,6 +11,7 @@ log (perhaps from another machine) must not add devices to it.
 
 from __future__ import annotations
 
+from ..catalog.events import full_bdf, is_bdf
 from ..facts import Facts
 from ..host import Host
 from ..registry import deriver
@@ -31,9 +32,9 @@ def derive_catalog_facts(facts: Facts, host: Host) -> None:
 
 def _add_accelerator(facts: Facts, ev: dict, where: str) -> None:
     record = {"vendor": ev["vendor"]}
-    pci = ev.get("pci_address") or (ev.get("device") if _is_bdf(ev.get("device")) else None)
+    pci = ev.get("pci_address") or (ev.get("device") if is_bdf(ev.get("device")) else None)
     if pci:
-        record["pci_address"] = _full_bdf(pci)
+        record["pci_address"] = full_bdf(pci)
         if any(a.get("pci_address") == record["pci_address"] and a.get("vendor") not in (None, ev["vendor"])
                for a in facts.get("accelerators") or []):
             return  # another vendor's device already holds that address: not this one
@@ -42,19 +43,3 @@ def _add_accelerator(facts: Facts, ev: dict, where: str) -> None:
     if ev.get("driver"):
         record["driver"] = {"name": ev["driver"]}
     facts.add_accelerator(record, source=where)
-
-
-def _is_bdf(s) -> bool:
-    if not isinstance(s, str):
-        return False
-    parts = s.split(":")
-    return len(parts) in (2, 3) and "." in parts[-1]
-
-
-def _full_bdf(s: str) -> str:
-    """`04:00.0` and `0000:04:00.0` name the same device; the contract uses the long form.
-    NVIDIA's Xid and NVRM lines print domain:bus:device without the function (`0000:3b:00`):
-    the GPU is function 0."""
-    s = s.lower()
-    s = s if s.count(":") == 2 else f"0000:{s}"
-    return s if "." in s.rsplit(":", 1)[-1] else f"{s}.0"

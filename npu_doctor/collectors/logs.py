@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..catalog.logtext import blocks
 from ..errors import CommandNotFound
 from ..probes import NoData, ProbeContext, Signature
 from ..registry import collector
@@ -18,7 +19,6 @@ from .logscan import (  # noqa: F401  (MAX_* kept importable from here)
     MAX_LINE,
     MAX_SCAN_LINE,
     SignatureMatcher,
-    _blocks,
     scan_logs,
 )
 
@@ -51,7 +51,7 @@ def match_signatures(text: str, source: str, signatures: List[Signature],
     """log_events for every line of text that a signature of this scope matches (a literal
     prefilter first: collectors.logscan.SignatureMatcher)."""
     m = SignatureMatcher(signatures, scope, source)
-    for start, block in _blocks(text.splitlines()):
+    for start, block in blocks(text.splitlines()):
         m.feed(block, start)
     return m.events
 

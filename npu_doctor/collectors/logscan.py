@@ -21,7 +21,7 @@ import threading
 import weakref
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from ..catalog.logtext import BLOCK_LINES, literal_needles
+from ..catalog.logtext import blocks, literal_needles
 from ..catalog.needles import LineFilter
 from ..errors import HostError
 from ..host.logstream import iter_log_lines
@@ -132,19 +132,6 @@ class _Windowed:
         self.lines, self.chars = [], 0
 
 
-def _blocks(lines: Iterable[str]) -> Iterator[Tuple[int, List[str]]]:
-    block: List[str] = []
-    start = 1
-    for line in lines:
-        block.append(line)
-        if len(block) >= BLOCK_LINES:
-            yield start, block
-            start += len(block)
-            block = []
-    if block:
-        yield start, block
-
-
 def scan_one(name: str, lines: Iterable[str], signatures: Iterable[Any],
              catalogs: Optional[Any]) -> LogScan:
     """One pass over the lines of one log, every consumer fed from it."""
@@ -153,7 +140,7 @@ def scan_one(name: str, lines: Iterable[str], signatures: Iterable[Any],
     win = _Windowed(scan)
 
     def fan_out() -> Iterator[str]:
-        for start, block in _blocks(lines):
+        for start, block in blocks(lines):
             sig.feed(block, start)
             win.feed(block, start)
             scan.lines += len(block)
