@@ -21,7 +21,6 @@ Sources: PEP 376 / PEP 627 (.dist-info, RECORD), PEP 503 (name normalisation), P
 from __future__ import annotations
 
 import ast
-import csv
 import os
 import posixpath
 import re
@@ -98,6 +97,8 @@ class Dist:
         for line in text.splitlines():
             if hint and hint not in line:
                 continue
+            import csv  # RECORD rows are CSV (PEP 376); only for a framework's files
+
             for row in csv.reader([line]):
                 if row and pattern.search(row[0]):
                     out.append(posixpath.normpath(posixpath.join(self.site, row[0])))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from typing import Any, Optional
 
 
@@ -45,6 +44,8 @@ def save_json(name: str, data: Any) -> None:
     tmp = None
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
+        import tempfile  # only when writing (random, hashlib: 2 ms a run that only reads)
+
         fd, tmp = tempfile.mkstemp(prefix="." + name + ".", dir=os.path.dirname(path))
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, separators=(",", ":"))
@@ -65,6 +66,8 @@ def save_bytes(name: str, data: bytes) -> None:
     tmp = None
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
+        import tempfile  # only when writing (random, hashlib: 2 ms a run that only reads)
+
         fd, tmp = tempfile.mkstemp(prefix="." + name + ".", dir=os.path.dirname(path))
         with os.fdopen(fd, "wb") as f:
             f.write(data)
