@@ -63,6 +63,25 @@ class _Index:
             for n in m.needles:
                 self.by_needle.setdefault(n, []).append((order, m, extra))
         self.needles = LineNeedles(self.by_needle)
+        self.orders = {id(m): (order, m) for order, m in enumerate(cs.matchers)}
+        #: needles of a line -> (patterns to run, patterns to run if their other needle sets
+        #: are in the line too)
+        self.plans: Dict[Tuple[str, ...], Tuple[List[Any], List[Tuple[int, Any, List[List[str]]]]]] = {}
+
+    def plan(self, needles: Tuple[str, ...]) -> Tuple[List[Any], List[Tuple[int, Any, List[List[str]]]]]:
+        fixed: Dict[int, Any] = dict(self.always)
+        checked: Dict[int, Tuple[int, Any, List[List[str]]]] = {}
+        for n in needles:
+            for order, m, extra in self.by_needle.get(n, ()):
+                if extra:
+                    checked[order] = (order, m, extra)
+                else:
+                    fixed[order] = m
+        got = ([fixed[k] for k in sorted(fixed)], [checked[k] for k in sorted(checked) if k not in fixed])
+        if len(self.plans) >= 4096:  # a log of ever new needle combinations: start afresh
+            self.plans.clear()
+        self.plans[needles] = got
+        return got
 
 
 class LogClassifier:
@@ -100,7 +119,7 @@ class LogClassifier:
             lines = unescape(lines)
             text, hits = "\n".join(lines), None
         plain = text.count("\n") == len(lines) - 1  # False: some line holds a "\n" itself
-        if hits is None:
+        if hits is None or not plain:
             hits = self.needles.scan(text.lower()) if plain else \
                 {i: got for i, got in ((i, self.needles.present(s.lower())) for i, s in enumerate(lines)) if got}
         no = self.no
@@ -153,22 +172,29 @@ class LogClassifier:
         index = self.index
         if needles is None:
             needles = self.needles.present(line.lower()) if line else ()
-        found: Dict[int, Any] = {}
-        low: Optional[str] = None
-        for n in needles:
-            for order, m, extra in index.by_needle.get(n, ()):
-                if order in found:
-                    continue
-                if extra:
-                    if low is None:
-                        low = line.lower()
-                    if not all(any(x in low for x in s) for s in extra):
-                        found[order] = None
-                        continue
-                found[order] = m
-        for order, m in index.always:
-            found[order] = m
-        return [found[k] for k in sorted(found) if found[k] is not None]
+        key = tuple(needles)
+        plan = index.plans.get(key)
+        if plan is None:
+            plan = index.plan(key)
+        fixed, checked = plan
+        if not checked:
+            return fixed
+        low = line.lower()
+        keep = []
+        for order, m, extra in checked:
+            for alts in extra:  # loops, not all(any(...)): this runs for every candidate line
+                for x in alts:
+                    if x in low:
+                        break
+                else:
+                    break
+            else:
+                keep.append((order, m))
+        if not keep:
+            return fixed
+        keep.extend(index.orders[id(m)] for m in fixed)
+        keep.sort(key=lambda om: om[0])
+        return [m for _order, m in keep]
 
     def _line(self, n: int, raw: str, needles: Optional[Iterable[str]]) -> None:
         cands = self._candidates(raw, needles)
