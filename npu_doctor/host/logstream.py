@@ -18,8 +18,10 @@ from ..safeio import open_regular
 
 #: What str.splitlines() breaks lines at.
 _BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
-#: Bytes read (and decompressed) at a time.
-CHUNK_BYTES = 1 << 20
+#: Bytes read (and decompressed) at a time: the lines of one chunk are what the log consumers
+#: get at once (collectors.logscan: one needle scan per chunk); 256 KiB keeps a chunk's text,
+#: lower-cased copy and line list at a few MB.
+CHUNK_BYTES = 1 << 18
 
 
 def open_log(path: str, strict: bool = False) -> BinaryIO:
