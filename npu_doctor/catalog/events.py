@@ -5,10 +5,10 @@ later line clears; several lines of one problem made one event)."""
 from __future__ import annotations
 
 import errno as _errno
-import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from .schema import _TEMPLATE_RE
+from ..lazyregex import lazy
 
 
 def apply_cleared(events: List[Dict[str, Any]], cleared: Dict[Tuple[str, str], List[str]]) -> None:
@@ -44,7 +44,7 @@ def group_by_subject(events: List[Dict[str, Any]]) -> None:
         ev.pop("rule")
 
 
-_BDF_RE = re.compile(r"^(?:(?P<domain>[0-9a-fA-F]{4}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<slot>[0-9a-fA-F]{2})(?:\.(?P<fn>[0-7]))?$")
+_BDF_RE = lazy(r"^(?:(?P<domain>[0-9a-fA-F]{4}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<slot>[0-9a-fA-F]{2})(?:\.(?P<fn>[0-7]))?$")
 
 
 def is_bdf(text: object) -> bool:

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from ..datafiles import read_toml
-from ..lazyregex import LazyRegex, compile_checked
 from ..errors import ConfigError
+from ..lazyregex import LazyRegex, compile_checked, group_names, lazy
 
 SCOPES = ("kernel", "runtime", "any")
 SEVERITIES = ("error", "warning", "info")
@@ -31,9 +31,9 @@ DRIVERS_TOKEN = "{accelerator_drivers}"
 MAX_LINE = 400
 MAX_SCAN_LINE = 4096
 MAX_EVENTS_PER_ENTRY = 50
-_ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_ID_RE = lazy(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 #: `{group}`, `{group:conv}`, `{a|b}` (the first of a, b that matched).
-_TEMPLATE_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\|[A-Za-z_][A-Za-z0-9_]*)*)(?::([a-z]+))?\}")
+_TEMPLATE_RE = lazy(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\|[A-Za-z_][A-Za-z0-9_]*)*)(?::([a-z]+))?\}")
 
 
 @dataclass
@@ -206,7 +206,8 @@ def load_catalog_file(path: str) -> Catalog:
                   [compile_checked(p, 0, f"{path}: catalog {cid}: code_patterns") for p in pats],
                   [str(a) for a in aliases], [], {str(k): str(v) for k, v in drivers.items()}, path)
     for p in cat.code_patterns:
-        if "code" not in p.groupindex and "mnemonic" not in p.groupindex:
+        names = group_names(p.pattern, p.flags)
+        if "code" not in names and "mnemonic" not in names:
             raise ConfigError(f"{path}: catalog {cid}: code pattern {p.pattern!r} has no (?P<code>) or (?P<mnemonic>) group")
     entries = data.get("entry", [])
     if not isinstance(entries, list):

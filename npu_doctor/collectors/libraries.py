@@ -25,7 +25,6 @@ A deriver then compares `unverified` GLIBC_x.y requirements with `libc.version`
 
 from __future__ import annotations
 
-import fnmatch
 import posixpath
 import re
 import time
@@ -35,13 +34,15 @@ from .. import versions
 from ..errors import HostError
 from ..facts import Facts
 from ..host import Host
+from ..lazyregex import lazy
 from ..linker import elf as elfmod
 from ..linker.elf import ElfError, NotElf, read_elf
 from ..linker.ldso import Node, Resolver, glibc_version_of
+from ..namematch import any_match
 from ..probes import NoData, ProbeContext
 from ..registry import collector, deriver
 
-_SO_RE = re.compile(r"\.so(\.[0-9][\w.]*)?$")
+_SO_RE = lazy(r"\.so(\.[0-9][\w.]*)?$")
 MAX_WALK_DIRS = 4000
 MAX_DEPTH = 8
 
@@ -100,7 +101,7 @@ def _row(name: str, table: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
         pats = row.get("match", [])
         if isinstance(pats, str):
             pats = [pats]
-        if any(fnmatch.fnmatchcase(name, p) for p in pats):
+        if any_match(name, pats):
             return row
     return None
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import posixpath
-import re
 import stat as stat_mod
 import time
 import tempfile
@@ -17,12 +16,13 @@ from .base import READ_CAP_BYTES, CommandResult, Host, Identity, StatInfo, mode_
 from .archive import extract_archive, is_tarfile
 from .logfile import decode_log
 from ..safeio import CAP_SNAPSHOT_META, NotRegularFile, loads_toml, open_regular, read_regular
+from ..lazyregex import lazy
 
 # ------------------------------------------------------------------------------------------
 # A symlink checked out by git with core.symlinks=false (or copied by a tool that does not keep
 # links) becomes a small file holding the target and no newline. sysfs is full of links, so a
 # snapshot treats such a file as the link it was.
-_LINK_STUB_RE = re.compile(r"^(?:\.\.?/|/)?[\w.:+@,-]+(?:/[\w.:+@,-]+)*/?$")
+_LINK_STUB_RE = lazy(r"^(?:\.\.?/|/)?[\w.:+@,-]+(?:/[\w.:+@,-]+)*/?$")
 
 
 class SnapshotHost(Host):
@@ -319,6 +319,9 @@ class SnapshotHost(Host):
                     raise SnapshotError(f"{where}: command #{n + 1}: {key} must be a string")
         self._commands_cache = (mtime, cmds)
         return cmds
+
+    def may_block(self) -> bool:
+        return any(c.get("timed_out") or c.get("sleep_s") for c in self._commands())
 
     def run(self, argv: Sequence[str], timeout: float = 10.0) -> CommandResult:
         argv = [str(a) for a in argv]
