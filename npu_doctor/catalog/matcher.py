@@ -94,6 +94,11 @@ class CatalogSet:
         # new objects, so the order keyed by id() is rebuilt
         self.__dict__.update(state)
         self._order = {id(m): i for i, m in enumerate(self.matchers)}
+        self._chunk_index = {}
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # the chunk indexes (built on first match, keyed by id()) are rebuilt after a read-back
+        return {k: v for k, v in self.__dict__.items() if k != "_chunk_index"}
 
     def _accelerator_driver(self, groups: Dict[str, str]) -> bool:
         return any(groups.get(k) in self.drivers for k in ("driver", "module"))
