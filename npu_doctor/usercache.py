@@ -55,3 +55,23 @@ def save_json(name: str, data: Any) -> None:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def save_bytes(name: str, data: bytes) -> None:
+    """Write a binary cache file atomically (temp file, mode 0600, + rename). Never raises."""
+    path = cache_path(name)
+    if not path:
+        return
+    tmp = None
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix="." + name + ".", dir=os.path.dirname(path))
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        if tmp:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass

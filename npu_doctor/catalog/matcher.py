@@ -88,6 +88,12 @@ class CatalogSet:
                 self._by_needle.setdefault(n, []).append(m)
         self._filter, self._needle_set = LineFilter(self._by_needle), NeedleSet(self._by_needle)
 
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        # read back from the configuration cache (npu_doctor.configcache): the matchers are
+        # new objects, so the order keyed by id() is rebuilt
+        self.__dict__.update(state)
+        self._order = {id(m): i for i, m in enumerate(self.matchers)}
+
     def _accelerator_driver(self, groups: Dict[str, str]) -> bool:
         return any(groups.get(k) in self.drivers for k in ("driver", "module"))
 

@@ -320,6 +320,9 @@ class SnapshotHost(Host):
         self._commands_cache = (mtime, cmds)
         return cmds
 
+    def may_block(self) -> bool:
+        return any(c.get("timed_out") or c.get("sleep_s") for c in self._commands())
+
     def run(self, argv: Sequence[str], timeout: float = 10.0) -> CommandResult:
         argv = [str(a) for a in argv]
         for c in self._commands():
