@@ -122,11 +122,11 @@ class LineNeedles:
                 if end > pos:
                     line += count("\n", pos, end)
                     pos = end
-                got = out.get(line)
-                if got is None:
+                have = out.get(line)
+                if have is None:
                     out[line] = [n]
-                elif n not in got:
-                    got.append(n)
+                elif n not in have:
+                    have.append(n)
             return out
         found: Dict[int, List[str]] = {}
         find, rfind, size = low.find, low.rfind, len(low)
