@@ -244,6 +244,8 @@ class CaptureWriter:
                 d["returncode"] = int(res.returncode if res.returncode is not None else -1)
             d["stdout"] = res.stdout
             d["stderr"] = res.stderr
+            if res.cut:  # the replay reports the cut as the live run did
+                d["cut"] = dict(sorted(res.cut.items()))
             out.append(d)
         ident = self._identity_command()
         if ident:
@@ -304,7 +306,8 @@ class CaptureWriter:
             red_commands.append({
                 "argv": [red.apply(a) for a in c["argv"]],
                 **{k: c[k] for k in ("timed_out", "returncode") if k in c},
-                "stdout": red.apply(c["stdout"]), "stderr": red.apply(c["stderr"])})
+                "stdout": red.apply(c["stdout"]), "stderr": red.apply(c["stderr"]),
+                **({"cut": c["cut"]} if "cut" in c else {})})
         if red_commands:
             entries["commands.toml"] = ("file", tomli_w.dumps(
                 {"command": red_commands}, multiline_strings=True).encode("utf-8"))

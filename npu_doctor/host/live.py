@@ -14,7 +14,8 @@ import time
 from typing import BinaryIO, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import AccessDenied, CommandNotFound, HostError, NotFound
-from .base import OUTPUT_CAP_BYTES, READ_CAP_BYTES, CommandResult, Host, Identity, StatInfo
+from .base import (OUTPUT_CAP_BYTES, READ_CAP_BYTES, CommandResult, Host, Identity, StatInfo,
+                   cap_output, keeps_newest)
 from .logfile import decode_log
 from ..safeio import read_regular
 
@@ -103,8 +104,9 @@ class LiveHost(Host):
             raise AccessDenied(argv[0], "permission denied") from None
         with _RUNNING_LOCK:
             _RUNNING.add(proc)
+        newest = keeps_newest(argv)
         try:
-            out, err, timed_out = _communicate_capped(proc, timeout)
+            out, err, timed_out, sizes = _communicate_capped(proc, timeout, newest)
         finally:
             with _RUNNING_LOCK:
                 _RUNNING.discard(proc)
@@ -116,6 +118,7 @@ class LiveHost(Host):
             timed_out=timed_out,
             duration_s=time.monotonic() - start,
             source="$ " + " ".join(argv),
+            cut={k: n for k, n in sizes.items() if n > OUTPUT_CAP_BYTES},
         )
 
     def which(self, name: str) -> Optional[str]:
@@ -190,9 +193,13 @@ def _statinfo(st: os.stat_result) -> StatInfo:
     return StatInfo(kind, stat_mod.S_IMODE(m), st.st_uid, st.st_gid, rdev)
 
 
-def _communicate_capped(proc: subprocess.Popen, timeout: float) -> Tuple[bytes, bytes, bool]:
-    """Read both pipes up to OUTPUT_CAP_BYTES each; kill the process group at the timeout."""
-    bufs: Dict[str, bytearray] = {"out": bytearray(), "err": bytearray()}
+def _communicate_capped(proc: subprocess.Popen, timeout: float,
+                        newest: bool = False) -> Tuple[bytes, bytes, bool, Dict[str, int]]:
+    """Read both pipes, keeping OUTPUT_CAP_BYTES of each (the first, or the last when
+    `newest`; host.base.cap_output); kill the process group at the timeout. Returns (stdout,
+    stderr, timed out, {"stdout": bytes written, "stderr": ...})."""
+    bufs: Dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+    sizes = {"stdout": 0, "stderr": 0}
 
     def pump(stream, key):
         buf = bufs[key]
@@ -200,11 +207,16 @@ def _communicate_capped(proc: subprocess.Popen, timeout: float) -> Tuple[bytes, 
             chunk = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
             if not chunk:
                 break
-            if len(buf) < OUTPUT_CAP_BYTES:
-                buf.extend(chunk[: OUTPUT_CAP_BYTES - len(buf)])
+            sizes[key] += len(chunk)
+            if newest:
+                buf.extend(chunk)
+                if len(buf) > 2 * OUTPUT_CAP_BYTES:  # a rolling window: the newest bytes
+                    del buf[:len(buf) - OUTPUT_CAP_BYTES - 65536]
+            elif len(buf) <= OUTPUT_CAP_BYTES:  # one byte over: cap_output then cuts at a line
+                buf.extend(chunk[: OUTPUT_CAP_BYTES + 1 - len(buf)])
 
-    threads = [threading.Thread(target=pump, args=(proc.stdout, "out"), daemon=True),
-               threading.Thread(target=pump, args=(proc.stderr, "err"), daemon=True)]
+    threads = [threading.Thread(target=pump, args=(proc.stdout, "stdout"), daemon=True),
+               threading.Thread(target=pump, args=(proc.stderr, "stderr"), daemon=True)]
     for t in threads:
         t.start()
     timed_out = False
@@ -220,5 +232,5 @@ def _communicate_capped(proc: subprocess.Popen, timeout: float) -> Tuple[bytes, 
     for t in threads:
         # A grandchild that escaped the group may hold the pipe; do not wait on it forever.
         t.join(timeout=0.5)
-    return bytes(bufs["out"]), bytes(bufs["err"]), timed_out
-
+    out, err = (cap_output(bytes(bufs[k]), newest) for k in ("stdout", "stderr"))
+    return out, err, timed_out, sizes
