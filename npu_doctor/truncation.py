@@ -20,7 +20,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 def human_bytes(n: int) -> str:
     """`4 MiB`, `9.3 MiB`, `1 GiB`, `812 KiB`, `17 bytes` (binary units)."""
     for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << shift:
+        if n >= (1 << shift) - (1 << shift) // 20480:  # 1023.96 KiB reads as 1 MiB
             v = n / (1 << shift)
             return f"{v:.1f} {unit}".replace(".0 ", " ")
     return f"{n} bytes"
@@ -48,12 +48,14 @@ def for_line(log: str, cut: Dict[str, int]) -> Dict[str, Any]:
                        "rest of the log was read on)"}
 
 
-def for_log(log: str, size: int, kept: int, why: str) -> Dict[str, Any]:
-    """The record of a log copied into a snapshot only in part (its first `kept` bytes)."""
+def for_log(log: str, size: int, kept: int, why: str, compressed: bool = False) -> Dict[str, Any]:
+    """The record of a log copied into a snapshot only in part: its first `kept` bytes (as
+    text) of a file of `size` bytes (compressed: the size of the compressed file)."""
+    of = f"a {human_bytes(size)} compressed file" if compressed else human_bytes(size)
     return {"source": log, "what": "log", "kept": "first", "size_bytes": size,
             "kept_bytes": kept,
-            "message": f"{log} was cut at {human_bytes(kept)} of {human_bytes(size)} when "
-                       f"captured ({why}); what follows was not checked"}
+            "message": f"{log} was cut at {human_bytes(kept)} of {of} when captured ({why}); "
+                       "what follows was not checked"}
 
 
 def add(facts: Any, records: Iterable[Dict[str, Any]], source: str) -> None:

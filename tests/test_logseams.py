@@ -171,3 +171,16 @@ def test_text_pieces_add_up_to_the_whole_log(tmp_path, monkeypatch, size):
     pieces = list(logstream.iter_log_text(str(path)))
     assert "".join(pieces) == decode_log(path.read_bytes()) == text
     assert all(p.endswith("\n") or len(p) > 3000 for p in pieces[:-1])
+
+
+def test_a_cut_line_is_an_info_finding(tmp_path):
+    from conftest import check_json, make_snapshot
+
+    ort = (DATA / "ort_1.14_cuda_sherpa_onnx_163.log").read_text()
+    snap = make_snapshot(tmp_path / "s", logs={"app.log": "a" * (3 << 19) + "\n" + ort})
+    rep = check_json(snap)
+    got = [f for f in rep["findings"] if f["id"] == "input-truncated"]
+    assert [(f["subject"], f["severity"]) for f in got] == [("logs/app.log:1", "info")]
+    assert "1,572,864 characters long" in got[0]["message"]
+    assert rep["facts"]["truncated"][0]["kept_chars"] == logstream.MAX_LINE_CHARS
+    assert rep["facts"]["fallback"]["count"]  # the log after the cut line was read on

@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Iterable, List, Optional, Tuple
 
-from ..host.logstream import iter_log_text
+from ..host.logstream import COMPRESSED_MAGIC, iter_log_text
 from ..truncation import human_bytes
 
 LOG_LIMIT_BYTES = 1 << 30
@@ -35,7 +35,8 @@ REDACT_PIECE = 1 << 20
 @dataclass
 class SpooledLog:
     """One log copied: its snapshot name (set when written), the spool file, the source
-    file's size on disk, the UTF-8 bytes kept, and why it was cut (None: whole)."""
+    file's size on disk, the UTF-8 bytes kept (decompressed, decoded, redacted), and why it
+    was cut (None: whole)."""
 
     name: str
     src: str
@@ -43,6 +44,7 @@ class SpooledLog:
     size_bytes: int
     kept_bytes: int = 0
     cut_why: Optional[str] = None
+    compressed: bool = False  # gzip/bzip2/xz: size_bytes is the compressed size
 
 
 def spool_dir(out: str) -> str:
@@ -81,9 +83,11 @@ def spool_log(name: str, path: str, strict: bool, spool: str, limit: int, why: s
     log cannot be opened, OSError when reading or writing fails."""
     try:
         size = os.stat(path).st_size
+        with open(path, "rb") as f:
+            compressed = f.read(6).startswith(COMPRESSED_MAGIC)
     except OSError:
-        size = 0
-    out = SpooledLog(name, path, spool, size)
+        size, compressed = 0, False
+    out = SpooledLog(name, path, spool, size, compressed=compressed)
     fd = os.open(spool, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as f:
         for text in iter_log_text(path, strict):
@@ -99,8 +103,6 @@ def spool_log(name: str, path: str, strict: bool, spool: str, limit: int, why: s
                 out.kept_bytes += len(data)
             if out.cut_why:
                 break
-    if out.cut_why and out.size_bytes < out.kept_bytes:
-        out.size_bytes = out.kept_bytes + 1  # a compressed log: at least one more byte
     return out
 
 
@@ -141,4 +143,4 @@ def truncated_record(log: SpooledLog) -> List[dict]:
         return []
     from ..truncation import for_log
 
-    return [for_log(log.name, log.size_bytes, log.kept_bytes, log.cut_why)]
+    return [for_log(log.name, log.size_bytes, log.kept_bytes, log.cut_why, log.compressed)]

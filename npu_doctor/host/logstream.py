@@ -64,6 +64,10 @@ def open_log(path: str, strict: bool = False) -> BinaryIO:
     return raw
 
 
+#: How a gzip, bzip2 or xz file starts (open_log decompresses those).
+COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
+
+
 def _encoding(head: bytes) -> str:
     """The codec decode_log would pick for a file starting with `head` (first 4 KB)."""
     if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
