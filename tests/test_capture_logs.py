@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import case_path, check_json
 from npu_doctor.capture import logcopy, run_capture
 from npu_doctor.check import Config
 from npu_doctor.host import SnapshotHost
 from npu_doctor.tomlcompat import tomllib
+
+from conftest import case_path, check_json
 
 ROOT = Path(__file__).resolve().parent
 ORT = ROOT / "data" / "fallback" / "ort_1.14_cuda_sherpa_onnx_163.log"
@@ -69,7 +70,7 @@ def test_a_log_over_the_limit_keeps_whole_first_lines_and_says_so(tmp_path, conf
     (rec,) = meta["truncated"]
     assert rec["source"] == "logs/app.log.gz" and rec["kept_bytes"] == len(kept)
     assert rec["size_bytes"] == log.stat().st_size and rec["what"] == "log"
-    assert rec["message"] == (f"logs/app.log.gz was cut at 1 MiB of a 10 KiB compressed file "
+    assert rec["message"] == ("logs/app.log.gz was cut at 1 MiB of a 10 KiB compressed file "
                               "when captured (the capture's limit of 1 MiB a log); what follows "
                               "was not checked")
     assert run.result.truncated == [rec["message"]]

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import check_json, make_snapshot, run_cli
 from npu_doctor.host import LiveHost, SnapshotHost
 from npu_doctor.host.base import OUTPUT_CAP_BYTES, cap_output, cap_text
 from npu_doctor.truncation import human_bytes
+
+from conftest import check_json, make_snapshot, run_cli
 
 ROOT = Path(__file__).resolve().parent
 #: the NVRM lines of a real report (tests/cases/h02-...): driver-not-loaded
