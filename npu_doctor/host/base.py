@@ -193,8 +193,10 @@ class Host:
         except HostError:
             return None
 
-    def glob(self, pattern: str) -> List[str]:
-        """Absolute host paths matching a shell pattern (`*`, `?`, `[..]` per component)."""
+    def glob(self, pattern: str, listings: Optional[Dict[str, List[str]]] = None) -> List[str]:
+        """Absolute host paths matching a shell pattern (`*`, `?`, `[..]` per component).
+        `listings` ({dir: names}, filled as it goes) lets many patterns over the same
+        directories list each once (ten SDK globs in /usr/lib/x86_64-linux-gnu)."""
         parts = [p for p in pattern.split("/") if p]
         found = ["/"]
         for part in parts:
@@ -202,10 +204,14 @@ class Host:
             magic = any(c in part for c in "*?[")
             for base in found:
                 if magic:
-                    try:
-                        names = self.listdir(base)
-                    except HostError:
-                        continue
+                    names = listings.get(base) if listings is not None else None
+                    if names is None:
+                        try:
+                            names = self.listdir(base)
+                        except HostError:
+                            names = []
+                        if listings is not None:
+                            listings[base] = names
                     nxt.extend(posixpath.join(base, n) for n in filter_names(names, part)
                                if not n.startswith(".") or part.startswith("."))
                 else:
