@@ -10,6 +10,7 @@ answer is always fnmatch's.
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
 from functools import lru_cache
 from typing import FrozenSet, Iterable, List, Tuple
@@ -32,9 +33,16 @@ def star_match(segments: Tuple[str, ...], name: str) -> bool:
 
 
 def filter_names(names: List[str], pattern: str) -> List[str]:
-    """fnmatch.filter (POSIX: case-sensitive), without a regex for `*`-only patterns."""
+    """fnmatch.filter (POSIX: case-sensitive), without a regex for `*`-only patterns. Names
+    in sorted order (as Host.listdir gives them) are narrowed to the pattern's literal prefix
+    by bisection first: `libze_*.so*` looks at a handful of a library directory's names."""
     if "*" in pattern and not any(c in pattern for c in "?[\\"):
         segs = tuple(pattern.split("*"))
+        head = segs[0]
+        if head and all(a <= b for a, b in zip(names, names[1:])):
+            lo = bisect.bisect_left(names, head)
+            hi = bisect.bisect_left(names, head[:-1] + chr(ord(head[-1]) + 1), lo)
+            names = names[lo:hi]
         return [n for n in names if star_match(segs, n)]
     return fnmatch.filter(names, pattern)
 
