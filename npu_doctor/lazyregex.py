@@ -29,6 +29,13 @@ class LazyRegex:
         self.pattern, self.flags = pattern, flags
         self._rx: Optional["re.Pattern[str]"] = None
 
+    def __getstate__(self) -> Any:
+        return (self.pattern, self.flags)  # not the compiled form: compiled again on use
+
+    def __setstate__(self, state: Any) -> None:
+        self.pattern, self.flags = state
+        self._rx = None
+
     def compiled(self) -> "re.Pattern[str]":
         if self._rx is None:
             self._rx = re.compile(self.pattern, self.flags)

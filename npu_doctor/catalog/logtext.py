@@ -60,8 +60,18 @@ _PREFIX_RES = [
 _DOCKER_JSON = re.compile(r'^\{ ?"log": ?"((?:[^"\\]|\\.)*)"')
 
 
+#: The prefixes as one regex, alternative k+1 being _PREFIX_RES[k] (none has a capturing
+#: group): where several could match (an ISO timestamp: journal short-iso, CRI, kubectl), the
+#: first in list order wins, as in the ordered rounds; one call says which one, or that none does.
+#: (compiled on first use: start-up stays free of it)
+_ANY_PREFIX: "Optional[re.Pattern[str]]" = None
+
+
 def strip_prefix(line: str) -> str:
-    """The message of a log line without its dmesg/syslog/journald prefix(es)."""
+    """The message of a log line without its dmesg/syslog/journald prefix(es): up to three
+    rounds over the prefixes in order (syslog around dmesg: `Mar 4 ... kernel: [  1.2] msg`),
+    each cut where it matches."""
+    global _ANY_PREFIX
     s = line.strip()
     if s.startswith('{"log":'):
         m = _DOCKER_JSON.match(s)
@@ -70,14 +80,21 @@ def strip_prefix(line: str) -> str:
                 s = json.loads('"' + m.group(1) + '"').strip()
             except ValueError:
                 pass
-    for _ in range(3):  # syslog around dmesg: `Mar 4 ... kernel: [  1.2] msg`
-        before = s
-        for rx in _PREFIX_RES:
-            m = rx.match(s)
-            if m:
-                s = s[m.end():]
-        if s == before:
-            break
+    if _ANY_PREFIX is None:
+        _ANY_PREFIX = re.compile("|".join("(" + rx.pattern[1:] + ")" for rx in _PREFIX_RES))
+    match = _ANY_PREFIX.match
+    m = match(s)
+    if m is None:
+        return s
+    rounds, nxt = 1, 0  # the round, and the first prefix it may still cut
+    while m is not None:
+        k = m.lastindex - 1  # type: ignore[operator]
+        if k < nxt:  # tried earlier in this round: the next round starts here
+            if rounds == 3:
+                break
+            rounds += 1
+        s, nxt = s[m.end():], k + 1
+        m = match(s)
     return s.strip()
 
 
@@ -122,38 +139,86 @@ def _literal_needles(pattern: str, flags: int) -> Optional[List[str]]:
         parsed = _sre_parse.parse(pattern, flags)
     except Exception:
         return None
+    got = _literal_needles_parsed(parsed)
+    if not got or min(map(len, got)) < 4:
+        return None
+    return sorted({n.lower() for n in got})
 
-    def best_of(seq) -> Optional[List[str]]:
-        best: Optional[List[str]] = None
+
+def _literal_needles_parsed(seq) -> Optional[List[str]]:
+    """The best needle set of a parsed (sub)pattern: the one with the longest shortest needle."""
+    best: Optional[List[str]] = None
+    run = ""
+
+    def offer(cand: Optional[List[str]]) -> None:
+        nonlocal best
+        if cand and min(map(len, cand)) > (min(map(len, best)) if best else 0):
+            best = cand
+
+    for op, av in seq:
+        name = str(op)
+        if name == "LITERAL":
+            run += chr(av)
+            continue
+        offer([run] if run else None)
         run = ""
+        if name == "SUBPATTERN":
+            offer(_literal_needles_parsed(av[-1]))
+        elif name in ("MAX_REPEAT", "MIN_REPEAT") and av[0] >= 1:
+            offer(_literal_needles_parsed(av[2]))
+        elif name == "BRANCH":
+            subs = [_literal_needles_parsed(branch) for branch in av[1]]
+            if all(subs):
+                offer(sorted({n for sub in subs for n in sub}))  # type: ignore[union-attr]
+    offer([run] if run else None)
+    return best
 
-        def offer(cand: Optional[List[str]]) -> None:
-            nonlocal best
-            if cand and min(map(len, cand)) > (min(map(len, best)) if best else 0):
-                best = cand
 
+def literal_needle_sets(pattern: str, flags: int = 0) -> List[List[str]]:
+    """Every set of literal strings (lower-cased, 4+ characters) of which each match of
+    `pattern` contains at least one: the literal runs the pattern always passes through, and
+    one needle per branch of the alternations it always passes through. `[a-z]+ failed: -(\\d+)`
+    gives [["failed: -"]]; `rknn_\\w+ (?:fail|error)` gives [["rknn_"], ["error", "fail"]].
+    A line must hold one needle of every set to be worth the regex; [] when none is known.
+    Remembered between runs (npu_doctor.regexmemo)."""
+    from ..regexmemo import remembered
+
+    return remembered("needle-sets", pattern, flags, lambda: _needle_sets(pattern, flags))
+
+
+def _needle_sets(pattern: str, flags: int) -> List[List[str]]:
+    try:
+        parsed = _sre_parse.parse(pattern, flags)
+    except Exception:
+        return []
+    sets: List[List[str]] = []
+
+    def walk(seq) -> None:
+        run = ""
         for op, av in seq:
             name = str(op)
             if name == "LITERAL":
                 run += chr(av)
                 continue
-            offer([run] if run else None)
+            sets.append([run])
             run = ""
             if name == "SUBPATTERN":
-                offer(best_of(av[-1]))
+                walk(av[-1])
             elif name in ("MAX_REPEAT", "MIN_REPEAT") and av[0] >= 1:
-                offer(best_of(av[2]))
+                walk(av[2])
             elif name == "BRANCH":
-                subs = [best_of(branch) for branch in av[1]]
+                subs = [_literal_needles_parsed(branch) for branch in av[1]]
                 if all(subs):
-                    offer(sorted({n for sub in subs for n in sub}))  # type: ignore[union-attr]
-        offer([run] if run else None)
-        return best
+                    sets.append(sorted({n for sub in subs for n in sub}))  # type: ignore[union-attr]
+        sets.append([run])
 
-    got = best_of(parsed)
-    if not got or min(map(len, got)) < 4:
-        return None
-    return sorted({n.lower() for n in got})
+    walk(parsed)
+    out: List[List[str]] = []
+    for got in sets:
+        low = sorted({n.lower() for n in got})
+        if low and min(map(len, low)) >= 4 and low not in out:
+            out.append(low)
+    return out
 
 
 #: Lines searched together for needles.

@@ -141,6 +141,13 @@ class Host:
         """StatInfo of a path, following symlinks, or None if it does not exist."""
         raise NotImplementedError
 
+    def may_block(self) -> bool:
+        """Whether a read or command can wait on something outside this process (a tool, a
+        device, a hung command): then probes run in threads, each with its timeout. A host
+        that only reads files of its own (a snapshot without a hung command) runs them one
+        after another, which is faster than threads taking turns on the GIL."""
+        return True
+
     def run(self, argv: Sequence[str], timeout: float = 10.0) -> CommandResult:
         """Run argv (no shell) with a timeout in seconds. Raises CommandNotFound."""
         raise NotImplementedError

@@ -36,9 +36,15 @@ _VITIS_PAIR_RE = lazy(r"([A-Za-z_]+)\s+(\d+)(?:\s+[\d.]+%)?")
 
 CPU_EP = "CPUExecutionProvider"
 #: any line an ONNX Runtime parser acts on contains one of these (a cheap first test)
-_ORT_ANY_RE = lazy(r"placed on \[|Provider: \[|kernel not found in registries|Unsupported nodes in "
-                   r"QNN|Non-QDQ |number of nodes in the graph|OpenVINO-EP\] Rejecting|Some nodes "
-                   r"were not assigned")
+_ORT_ANY = ("placed on [", "Provider: [", "kernel not found in registries", "Unsupported nodes in QNN",
+            "Non-QDQ ", "number of nodes in the graph", "OpenVINO-EP] Rejecting",
+            "Some nodes were not assigned")
+
+
+def _ort_any(text: str) -> bool:
+    # substring tests, not one regex alternation: sre tries every branch at every position
+    # (~250 MB/s on a 2 MiB log window, ~12 us a line); `in` runs at memory speed
+    return any(s in text for s in _ORT_ANY)
 
 
 def _ort_body(line: str) -> str:
@@ -56,7 +62,7 @@ def parse_onnxruntime(text: str) -> List[Entry]:
     provider (a plain CPU session places everything on the CPU by design). Identical
     placement dumps (the same session created twice) count once.
     """
-    if not _ORT_ANY_RE.search(text):
+    if not _ort_any(text):
         return []
     lines = log_lines(text)
     placements: List[Entry] = []
@@ -68,7 +74,7 @@ def parse_onnxruntime(text: str) -> List[Entry]:
     while i < n:
         raw = lines[i]
         line_no = i + 1
-        if not _ORT_ANY_RE.search(raw):
+        if not _ort_any(raw):
             i += 1
             continue
         m = _ORT_PLACED_RE.search(raw)

@@ -19,7 +19,12 @@ _RKNN_UNSUPPORT_CPU2_RE = lazy(r"\bUnsupport CPU op:\s*(?P<op>[A-Za-z_]\w*)")
 _RKNN_TABLE_HEADER_RE = lazy(r"^\s*ID\s+OpType\s+DataType\s+Target\b(?P<rest>.*)$")
 _RKNN_IO_OPS = ("InputOperator", "OutputOperator")
 #: any line the RKNN parser acts on contains one of these (a cheap first test)
-_RKNN_ANY_RE = lazy(r"OpType|Target:|fallback to CPU|nsupport cpu|nsupport CPU")
+_RKNN_ANY = ("OpType", "Target:", "fallback to CPU", "nsupport cpu", "nsupport CPU")
+
+
+def _rknn_any(text: str) -> bool:
+    # substring tests, not one regex alternation: `in` runs at memory speed over a log window
+    return any(s in text for s in _RKNN_ANY)
 
 
 def _rknn_context(raw: str) -> bool:
@@ -35,7 +40,7 @@ def parse_rknn(text: str) -> List[Entry]:
     NPU<->CPU copies of every model and are not fallback.
     """
     out: List[Entry] = []
-    if not _RKNN_ANY_RE.search(text):
+    if not _rknn_any(text):
         return out
     lines = log_lines(text)
     seen = set()
@@ -50,7 +55,7 @@ def parse_rknn(text: str) -> List[Entry]:
     in_table = False
     for i, raw in enumerate(lines):
         line_no = i + 1
-        if not in_table and not _RKNN_ANY_RE.search(raw):
+        if not in_table and not _rknn_any(raw):
             continue
         body = strip_prefix(raw)
         hm = _RKNN_TABLE_HEADER_RE.match(body)
