@@ -258,6 +258,8 @@ class CatalogSet:
             ev["facts"] = facts
         if e.accelerator:
             ev["accelerator"] = True
+        if e.consequence_of:
+            ev["consequence_of"] = list(e.consequence_of)  # events.apply_consequences reads it
         return {k: v for k, v in ev.items() if v is not None}
 
     def lookup(self, query: str) -> List[Tuple[Entry, Dict[str, str]]]:
