@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import check_json, finding_ids, make_snapshot
 from npu_doctor.catalog import load_catalog_file, load_catalogs
 from npu_doctor.catalog.events import apply_consequences
 from npu_doctor.errors import ConfigError
 from npu_doctor.rules import load_rules
+
+from conftest import check_json, finding_ids, make_snapshot
 
 CASES = Path(__file__).parent / "cases"
 RULE_IDS = {r.id for r in load_rules().rules}
