@@ -179,3 +179,18 @@ def test_bad_consequence_of_is_one_config_error(tmp_path, text):
     with pytest.raises(ConfigError) as exc:
         load_catalog_file(str(p))
     assert "consequence_of" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_warning_cause_takes_the_severity_of_the_error_it_absorbed(tmp_path):
+    # rknn.toml examples (librknnrt's own wording): the runtime only recommends a newer driver
+    # (warning), then rknn_init fails (-3, an error) because of it: the one finding left must
+    # still be an error, or the run's exit code would say all is well
+    warn = "W RKNN: [09:15:02.411] Current driver version: 0.9.2, recommend to upgrade the driver to the new version: >= 0.9.3\n"
+    snap = make_snapshot(tmp_path / "s", logs={"app.log": warn + "rknn_init fail! ret=-3\n"})
+    report = check_json(snap)
+    (f,) = _by_id(report, "runtime-driver-mismatch")
+    assert "runtime-init-failed" not in finding_ids(report)
+    assert f["severity"] == "error"
+    alone = check_json(make_snapshot(tmp_path / "w", logs={"app.log": warn}))
+    (f,) = _by_id(alone, "runtime-driver-mismatch")
+    assert f["severity"] == "warning"

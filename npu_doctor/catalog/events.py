@@ -68,6 +68,13 @@ def apply_consequences(events: List[Dict[str, Any]]) -> None:
             continue
         ev["consequence_rule"] = ev.pop("rule")
         ev["consequence_of_line"] = f"{root['source']}:{root['line_no']}"
+        # the cause's finding is at least as severe as what it absorbed would have been
+        # (rules.evaluate): a warning-level cause must not turn a failed run's exit code to 0
+        rules_of = root.setdefault("consequence_rules", [])
+        if ev["consequence_rule"] not in rules_of:
+            rules_of.append(ev["consequence_rule"])
+        if ev.get("severity"):
+            root.setdefault("consequence_severities", []).append(ev["severity"])
         also = root.setdefault("also", [])
         also.append(f"{ev['message']} (a consequence)")
         also.extend(ev.pop("also", []))
