@@ -33,7 +33,7 @@ _OLD_RE = lazy(r"\b(?:Default DLA is enabled but )?layer (?P<name>.+?) is not su
 _NEW_RE = lazy(r"\bLayer '(?P<name>.*?)' \((?P<op>[A-Za-z_]+)\): Unsupported on DLA\. Switching "
                r"this layer's device type to GPU")
 _SECTION_RE = lazy(r"-{5,} Layers [Rr]unning on (?P<dev>DLA|GPU)\b")
-_GPU_LAYER_RE = lazy(r"\[GpuLayer\]\s+(?:(?P<op>[A-Z][A-Z_]*): )?(?P<name>.+?)\s*$")
+_GPU_LAYER_RE = lazy(r"\[GpuLayer\]\s+(?:(?P<op>[A-Z][A-Z_]*): )?(?P<name>.+)$")
 _DLA_LAYER_RE = lazy(r"\[DlaLayer\]")
 _ANY = ("on DLA", "unning on GPU", "GpuLayer", "DlaLayer")
 
@@ -89,7 +89,7 @@ def parse_tensorrt_dla(text: str) -> List[Entry]:
             g = _GPU_LAYER_RE.search(body)
             if g:
                 summary.append(_entry("tensorrt", "op", g.group("op"), 1, "GPU", i + 1,
-                                      section_line, body, node=g.group("name"),
+                                      section_line, body, node=g.group("name").strip(),
                                       source_format="engine-summary"))
     if summary and (dla_layers or warned):
         return summary

@@ -21,9 +21,9 @@ NNAPI delegate (lite/delegates/nnapi/nnapi_delegate.cc, verbose validation): `WA
 FAKE_QUANT (v1) refused by NNAPI delegate: Unsupported operation type.` (#47905); one line per
 failed check, so a node can print several: operators are named, not counted.
 
-Arm NN TFLite delegate (armnn/delegate): `ERROR: Operator TILE [69] is not supported by
-armnn_delegate.` (ARM-software/armnn#740, #678; one line per node, the number is the node
-index) and `DEQUANTIZE: not supported by armnn: <backend reason>` (#719, #666, #758). Nodes Arm NN
+Arm NN TFLite delegate (armnn/delegate/src/armnn_delegate.cpp): `ERROR: Operator TILE [69] is
+not supported by armnn_delegate.` (ARM-software/armnn#740, #678; one line per operator TYPE --
+the number is the BuiltinOperator code, 69 = TILE, not a node) and `DEQUANTIZE: not supported by armnn: <backend reason>` (#719, #666, #758). Nodes Arm NN
 does not take run on TFLite's own CPU kernels.
 
 Interpreter (lite/core/subgraph.cc ReplaceNodeSubsetsWithDelegateKernels, TF 2.13+): `Replacing
@@ -41,7 +41,7 @@ from ...registry import parser
 from .common import Entry, _entry, log_lines, strip_prefix
 
 _GPU_HEADER_RE = lazy(r"\b(?:Following|Next) operations are not supported by GPU delegate:\s*$")
-_GPU_OP_RE = lazy(r"^\s*(?:CUSTOM\s+)?(?P<op>[A-Za-z][A-Za-z0-9_]*):\s*(?P<why>.*?)\s*$")
+_GPU_OP_RE = lazy(r"^\s*(?:CUSTOM\s+)?(?P<op>[A-Za-z][A-Za-z0-9_]*):(?P<why>.*)$")
 _GPU_TOTAL_RES = (
     lazy(r"\b(?P<gpu>\d+) operations will run on the GPU, and the remaining (?P<cpu>\d+) "
          r"operations will run on the CPU"),
@@ -53,11 +53,11 @@ _GPU_TOTAL_RES = (
          r"on the CPU"),
 )
 _NNAPI_RE = lazy(r"\bOperator (?P<op>[A-Za-z][A-Za-z0-9_]*) \(v\d+\) refused by NNAPI delegate"
-                 r"(?::\s*(?P<why>.*?))?\s*$")
-_ARMNN_OP_RE = lazy(r"\bOperator (?P<op>[A-Za-z][A-Za-z0-9_]*) \[(?P<node>\d+)\] is not "
-                    r"supported by armnn_delegate")
-_ARMNN_BACKEND_RE = lazy(r"(?:^|\s)(?P<op>[A-Z][A-Z0-9_]*): not supported by armnn(?::\s*"
-                         r"(?P<why>.*?))?\s*$")
+                 r"(?::(?P<why>.*))?$")
+_ARMNN_OP_RE = lazy(r"\bOperator (?P<op>[A-Za-z][A-Za-z0-9_]*) \[\d+\] is not supported by "
+                    r"armnn_delegate")
+_ARMNN_BACKEND_RE = lazy(r"(?:^|\s)(?P<op>[A-Z][A-Z0-9_]*): not supported by armnn"
+                         r"(?::(?P<why>.*))?$")
 _REPLACING_RE = lazy(r"\bReplacing (?P<n>\d+) out of (?P<m>\d+) node\(s\) with delegate "
                      r"\((?P<delegate>[^)]+)\) node")
 #: any line this parser acts on contains one of these (a cheap first test)
@@ -84,8 +84,8 @@ def parse_tflite(text: str) -> List[Entry]:
 
     GPU delegate: one "op" entry per rejected operator type (count not stated: the log names
     types, not nodes) and one "total" entry with the CPU operation count, grouped at the
-    header. NNAPI and Arm NN backend refusals: one "op" entry per operator type (uncounted);
-    Arm NN `Operator X [node]` lines: one counted entry per node. `Replacing N out of M`
+    header. NNAPI and Arm NN refusals: one "op" entry per operator type (uncounted).
+    `Replacing N out of M`
     with N < M for a non-XNNPACK delegate: a "total" of M - N (skipped for a GPU delegate
     whose own block states the total).
     """
@@ -94,7 +94,6 @@ def parse_tflite(text: str) -> List[Entry]:
         return out
     lines = log_lines(text)
     seen_ops = set()
-    seen_nodes = set()
     gpu_totals = 0
     replacing: List[Entry] = []
     i, n = 0, len(lines)
@@ -121,7 +120,7 @@ def parse_tflite(text: str) -> List[Entry]:
                 m = _GPU_OP_RE.match(b)
                 if m:
                     block.append(_entry("tflite_gpu", "op", m.group("op"), None, "CPU", j + 1,
-                                        group, b, reason=m.group("why") or None))
+                                        group, b, reason=(m.group("why") or "").strip() or None))
                 elif b.strip():
                     break
                 j += 1
@@ -142,23 +141,15 @@ def parse_tflite(text: str) -> List[Entry]:
             if ("nnapi", m.group("op")) not in seen_ops:
                 seen_ops.add(("nnapi", m.group("op")))
                 out.append(_entry("tflite_nnapi", "op", m.group("op"), None, "CPU", i + 1, 0, body,
-                                  reason=m.group("why") or None))
+                                  reason=(m.group("why") or "").strip() or None))
             i += 1
             continue
-        m = _ARMNN_OP_RE.search(body)
-        if m:
-            if m.group("node") not in seen_nodes:
-                seen_nodes.add(m.group("node"))
-                out.append(_entry("armnn", "op", m.group("op"), 1, "CPU", i + 1, 0, body,
-                                  node=m.group("node")))
-            i += 1
-            continue
-        m = _ARMNN_BACKEND_RE.search(body)
+        m = _ARMNN_OP_RE.search(body) or _ARMNN_BACKEND_RE.search(body)
         if m:
             if ("armnn", m.group("op")) not in seen_ops:
                 seen_ops.add(("armnn", m.group("op")))
                 out.append(_entry("armnn", "op", m.group("op"), None, "CPU", i + 1, 0, body,
-                                  reason=m.group("why") or None))
+                                  reason=(m.groupdict().get("why") or "").strip() or None))
             i += 1
             continue
         m = _REPLACING_RE.search(body)
