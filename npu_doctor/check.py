@@ -102,4 +102,7 @@ def run_check(host: Host, config: Config, select: Sequence[str] = (),
     probe_rows = [p.to_json() for p in results]
     findings = evaluate(config.rules, facts, probe_rows)
     findings = filter_findings(findings, select, ignore)
+    from . import regexmemo
+
+    regexmemo.save()  # what the run derived from patterns (a cached configuration loads none)
     return CheckResult(host, facts, results, findings)
