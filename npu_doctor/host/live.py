@@ -88,10 +88,28 @@ class LiveHost(Host):
             return None
         return _statinfo(st)
 
+    #: Reuse the kept output of a command that only reports on unchanged files (host.cmdcache);
+    #: `capture` turns it off so that a snapshot records this moment's runs.
+    reuse_outputs = True
+
     def run(self, argv: Sequence[str], timeout: float = 10.0) -> CommandResult:
         argv = list(argv)
         if not argv or (shutil.which(argv[0]) is None):
             raise CommandNotFound(argv[0] if argv else "", "command not found")
+        key = None
+        if self.reuse_outputs:
+            from . import cmdcache
+
+            key = cmdcache.key(argv)
+            kept = cmdcache.load(argv, key) if key is not None else None
+            if kept is not None:
+                return kept
+        res = self._run(argv, timeout)
+        if key is not None:
+            cmdcache.save(argv, key, res)
+        return res
+
+    def _run(self, argv: List[str], timeout: float) -> CommandResult:
         env = dict(os.environ, LC_ALL="C", LANG="C")
         start = time.monotonic()
         try:
