@@ -14,6 +14,7 @@ from ..host import Host
 from ..probe_runner import run_probes
 from ..probes import ProbeSpec
 from ..sdnotify import Notifier
+from ..workerpool import WorkerPool
 from .events import DEFAULT_FAST_AREAS, Event, Tracker
 from .nvidia_sampling import NVIDIA_PROBE, NvidiaSampler
 from .sampling import InventoryCache
@@ -52,6 +53,7 @@ class Watcher:
         # sampling path: sysfs walked again on udev events and every inventory_interval seconds
         self.inventory = InventoryCache(inventory_interval)
         self.nvidia = NvidiaSampler()   # `nvidia-smi --query-gpu` between full `-q` runs
+        self.pool = WorkerPool()        # the full checks' probe workers, for the daemon's life
         self._busy = False
         self._first = True
         self._prune = True
@@ -148,7 +150,7 @@ class Watcher:
             if time.monotonic() - self._last_check >= self.check_interval:
                 self._last_check = time.monotonic()
                 try:
-                    result = run_check(self.host, self.config)
+                    result = run_check(self.host, self.config, pool=self.pool)
                     events += self.tracker.check(result.findings)
                     self.tracker.check_ok = True
                     for r in result.probes:
