@@ -14,7 +14,7 @@ from ..host import Host
 from ..probe_runner import run_probes
 from ..probes import ProbeSpec
 from ..sdnotify import Notifier
-from ..workerpool import WorkerPool
+from ..workerpool import WorkerPool, limit_malloc_arenas
 from .events import DEFAULT_FAST_AREAS, Event, Tracker
 from .nvidia_sampling import NVIDIA_PROBE, NvidiaSampler
 from .sampling import InventoryCache
@@ -54,6 +54,7 @@ class Watcher:
         self.inventory = InventoryCache(inventory_interval)
         self.nvidia = NvidiaSampler()   # `nvidia-smi --query-gpu` between full `-q` runs
         self.pool = WorkerPool()        # the full checks' probe workers, for the daemon's life
+        limit_malloc_arenas()           # before those workers allocate: one arena, flat RSS
         self._busy = False
         self._first = True
         self._prune = True
