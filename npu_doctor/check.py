@@ -50,17 +50,29 @@ class Config:
 
     @classmethod
     def load(cls, probe_dirs: Iterable[str] = (), rule_dirs: Iterable[str] = ()) -> "Config":
-        """Raises ConfigError for a bad probe spec or rules file."""
-        from . import regexmemo
+        """Raises ConfigError for a bad probe spec or rules file. What was loaded before from
+        the same files is read back from the user cache (npu_doctor.configcache)."""
+        from . import configcache, regexmemo, registry
         from .datafiles import save_cache
 
         probe_dirs, rule_dirs = list(probe_dirs), list(rule_dirs)
+        try:
+            key: Optional[tuple] = configcache.key(probe_dirs, rule_dirs)
+        except OSError:
+            key = None
+        if key is not None:
+            hit = configcache.load(key)
+            if isinstance(hit, cls):
+                registry.load_all()  # the collectors the specs name, by import
+                return hit
         rules = load_rules(rule_dirs)
         catalogs = load_catalogs(rule_dirs)
         check_catalog_rules(catalogs, rules)
         config = cls(load_specs(probe_dirs), rules, load_signatures(probe_dirs), catalogs)
         save_cache()
         regexmemo.save()
+        if key is not None:
+            configcache.save(key, config)
         return config
 
 
@@ -92,4 +104,7 @@ def run_check(host: Host, config: Config, select: Sequence[str] = (),
     probe_rows = [p.to_json() for p in results]
     findings = evaluate(config.rules, facts, probe_rows)
     findings = filter_findings(findings, select, ignore)
+    from . import regexmemo
+
+    regexmemo.save()  # what the run derived from patterns (a cached configuration loads none)
     return CheckResult(host, facts, results, findings)

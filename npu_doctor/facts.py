@@ -9,10 +9,11 @@ guess (docs/architecture.md, "Contract: check --format json").
 from __future__ import annotations
 
 import copy
-import re
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-_TOKEN_RE = re.compile(r"[^.\[\]]+|\[\d+\]")
+from .lazyregex import lazy
+
+_TOKEN_RE = lazy(r"[^.\[\]]+|\[\d+\]")
 
 
 def split_path(path: str) -> List[Any]:

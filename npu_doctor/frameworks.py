@@ -36,6 +36,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import HostError
 from .host import Host
+from .lazyregex import lazy
 from .pyenv import Dist, Env
 
 #: onnxruntime distribution name -> flavour (the wheels all install the `onnxruntime` package).
@@ -53,8 +54,8 @@ TF_DISTS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel"
 OV_DEVICES = (("intel_cpu_plugin", "CPU"), ("arm_cpu_plugin", "CPU"), ("intel_gpu_plugin", "GPU"),
               ("intel_npu_plugin", "NPU"))
 SIMPLE = ("rknn_toolkit_lite2", "rknn_toolkit2", "hailort", "pycoral")
-_ASSIGN_RE = re.compile(r"^(\w+)\s*(?::[^=]+)?=\s*(.+?)\s*$", re.M)
-_PAIR_RE = re.compile(r"""['"](\w+)['"]\s*[:,]\s*('[^']*'|"[^"]*"|True|False|None|\d+)""")
+_ASSIGN_RE = lazy(r"^(\w+)\s*(?::[^=]+)?=\s*(.+?)\s*$", re.M)
+_PAIR_RE = lazy(r"""['"](\w+)['"]\s*[:,]\s*('[^']*'|"[^"]*"|True|False|None|\d+)""")
 
 
 def parse_assignments(text: str) -> Dict[str, Any]:

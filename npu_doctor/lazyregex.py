@@ -10,7 +10,7 @@ could backtrack catastrophically, is known at load time and remembered between r
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Any, AnyStr, List, Optional, cast
 
 from .errors import ConfigError
 from .regexcheck import why_catastrophic
@@ -29,6 +29,13 @@ class LazyRegex:
         self.pattern, self.flags = pattern, flags
         self._rx: Optional["re.Pattern[str]"] = None
 
+    def __getstate__(self) -> Any:
+        return (self.pattern, self.flags)  # not the compiled form: compiled again on use
+
+    def __setstate__(self, state: Any) -> None:
+        self.pattern, self.flags = state
+        self._rx = None
+
     def compiled(self) -> "re.Pattern[str]":
         if self._rx is None:
             self._rx = re.compile(self.pattern, self.flags)
@@ -45,12 +52,52 @@ class LazyRegex:
         return self.compiled().match(text)
 
 
+class _Deferred:
+    """re.compile(pattern, flags) done at the first attribute asked for; the compiled
+    pattern's attributes are then kept in the instance, so later calls cost what a plain
+    re.Pattern's do."""
+
+    _KEEP = ("search", "match", "fullmatch", "finditer", "findall", "sub", "subn", "split",
+             "pattern", "flags", "groups", "groupindex", "scanner")
+
+    def __init__(self, pattern: Any, flags: int) -> None:
+        self.__dict__["_args"] = (pattern, flags)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        rx = re.compile(*self.__dict__["_args"])
+        for k in self._KEEP:
+            self.__dict__[k] = getattr(rx, k)
+        return getattr(rx, name)
+
+    def __repr__(self) -> str:
+        return "lazy(%r, %r)" % self.__dict__["_args"]
+
+
+def lazy(pattern: AnyStr, flags: int = 0) -> "re.Pattern[AnyStr]":
+    """A module-level regex compiled on first use, with re.Pattern's methods.
+
+    A check imports every parser and collector, but a board uses the patterns of its own
+    vendor only: compiling all ~150 module-level patterns at import was the largest single
+    cost of start-up. Not for re.sub(pattern_obj, ...) or isinstance checks (use
+    `.sub` / `.search` on the object)."""
+    return cast("re.Pattern[AnyStr]", _Deferred(pattern, flags))
+
+
 def _compile_error(rx: str, flags: int) -> Optional[str]:
     try:
         re.compile(rx, flags)
     except re.error as e:
         return str(e)
     return None
+
+
+def group_names(pattern: str, flags: int) -> List[str]:
+    """The named groups of a pattern that compiles, remembered between runs (a check need
+    not compile a pattern to validate its groups)."""
+    return remembered("groups", pattern, flags,  # type: ignore[no-any-return]
+                      lambda: sorted(re.compile(pattern, flags).groupindex))
 
 
 def compile_checked(rx: Any, flags: int, where: str) -> LazyRegex:

@@ -61,7 +61,7 @@ def _run_one(spec: ProbeSpec, host: Host, commands: CommandCache,
     return res
 
 
-def run_probes(host: Host, specs: Sequence[ProbeSpec], max_workers: int = 8,
+def run_probes(host: Host, specs: Sequence[ProbeSpec], max_workers: Optional[int] = None,
                progress: Optional[Callable[[str], None]] = None,
                options: Optional[Dict[str, Any]] = None,
                pool: Optional[Any] = None) -> Tuple[Facts, List[ProbeResult]]:
@@ -70,10 +70,14 @@ def run_probes(host: Host, specs: Sequence[ProbeSpec], max_workers: int = 8,
     Returns (facts, results in spec order). A probe still running at its timeout_s is
     reported as an error ("timed out") and its facts are dropped; probe threads are daemons,
     so a probe stuck past its timeout never holds up the exit. max_workers <= 0 runs the
-    probes in the calling thread, one after another, with no timeout of their own. `pool`
-    (workerpool.WorkerPool): long-lived threads to run the workers on (the watch daemon's),
-    instead of new threads for this run.
+    probes in the calling thread, one after another, with no timeout of their own; None: 8
+    workers, or the calling thread when the host cannot block (Host.may_block) and no
+    sampling window is asked for. `pool` (workerpool.WorkerPool): long-lived threads to run
+    the workers on (the watch daemon's), instead of new threads for this run.
     """
+    if max_workers is None:
+        sampling = float((options or {}).get("sample_s", 0) or 0) > 0
+        max_workers = 8 if sampling or host.may_block() else 0
     commands = CommandCache(host)
     commands.limit_from(specs)
     results: Dict[str, ProbeResult] = {}

@@ -42,6 +42,7 @@ import posixpath
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
+from .lazyregex import lazy
 from .redact_tokens import LEADING_ADDRESS, SECRET_RES, VERSION_WORDS, WEAK_BEFORE, names_in, secrets_in, version_like
 
 KINDS = ("hostname", "user", "home", "serial", "uuid", "mac", "ipv4", "ipv6", "secret")
@@ -79,23 +80,23 @@ _SERIAL_KEY = (r"\b(?:serial(?:[ _-]?(?:number|no|num))?|product[ _-]?serial|boa
                r"board[ _-]?sn|chip[ _-]?sn|s/n|sn)\b")
 # `Serial Number: X` / `"serial_number": "X",`: the value ends the line (so the kernel's
 # "Serial: 8250/16550 driver, 4 ports" is not a serial number) ...
-_SERIAL_COLON = re.compile(r"(?im)(" + _SERIAL_KEY + r"\"?[ \t]*:[ \t]*\"?)([^\s\",;|]+)"
-                           r"(?=\"?[ \t]*,?[ \t]*$)")
+_SERIAL_COLON = lazy(r"(?im)(" + _SERIAL_KEY + r"\"?[ \t]*:[ \t]*\"?)([^\s\",;|]+)"
+                     r"(?=\"?[ \t]*,?[ \t]*$)")
 # ... `serial=X` (kernel command line, key=value lists): the value ends at a blank.
-_SERIAL_EQ = re.compile(r"(?i)(" + _SERIAL_KEY + r"[ \t]*=[ \t]*\"?)([^\s\",;|]+)")
+_SERIAL_EQ = lazy(r"(?i)(" + _SERIAL_KEY + r"[ \t]*=[ \t]*\"?)([^\s\",;|]+)")
 _SERIAL_RES = (_SERIAL_COLON, _SERIAL_EQ)
-_HOME_RE = re.compile(r"(?<![\w.-])(?:/var)?/home/([A-Za-z0-9._-]+)")
-_UUID_KV = re.compile(r"(?i)(\b(?:uuid|partuuid|fs[_-]?uuid)\s*[:=]\s*\"?)([^\s\",;)]+)")
-_UUID = re.compile(r"(?<![0-9A-Fa-f])[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-"
-                   r"[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}(?![0-9A-Fa-f])")
-_MAC = re.compile(r"(?<![0-9A-Fa-f:-])(?:[0-9A-Fa-f]{2}([:-]))(?:[0-9A-Fa-f]{2}\1){4}"
-                  r"[0-9A-Fa-f]{2}(?![0-9A-Fa-f:-])")
-_IPV4 = re.compile(r"(?<![\w.])((?:\d{1,3}\.){3}\d{1,3})(/\d{1,2}|:\d{1,5})?(?![\w]|\.\d)")
-_IP_CONTEXT = re.compile(
+_HOME_RE = lazy(r"(?<![\w.-])(?:/var)?/home/([A-Za-z0-9._-]+)")
+_UUID_KV = lazy(r"(?i)(\b(?:uuid|partuuid|fs[_-]?uuid)\s*[:=]\s*\"?)([^\s\",;)]+)")
+_UUID = lazy(r"(?<![0-9A-Fa-f])[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-"
+             r"[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}(?![0-9A-Fa-f])")
+_MAC = lazy(r"(?<![0-9A-Fa-f:-])(?:[0-9A-Fa-f]{2}([:-]))(?:[0-9A-Fa-f]{2}\1){4}"
+            r"[0-9A-Fa-f]{2}(?![0-9A-Fa-f:-])")
+_IPV4 = lazy(r"(?<![\w.])((?:\d{1,3}\.){3}\d{1,3})(/\d{1,2}|:\d{1,5})?(?![\w]|\.\d)")
+_IP_CONTEXT = lazy(
     r"(?i)\b(?:inet6?|addr|address|ip|ipv4|ipaddr|host|hostname|server|gateway|gw|via|src|"
     r"dst|peer|nameserver|client|dhcp\w*|lease|route|listen\w*|connect\w*|remote|proxy|url|"
     r"https?|ssh|ping)\b|@|://")
-_IPV6 = re.compile(
+_IPV6 = lazy(
     r"(?<![0-9A-Fa-f:\w.])("
     r"(?:[0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}"
     r"|(?:[0-9A-Fa-f]{1,4}:){1,6}:(?:[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{1,4}){0,5})?"
@@ -111,7 +112,7 @@ def _private_v4(ip: str) -> bool:
 
 #: Lines where a dotted quad starting 10. or 100. is likely a version (TensorRT 10.3.0.26 in
 #: dpkg-query's `name<TAB>version`, "version 10.1.0.5"), not an address.
-_VERSIONISH = re.compile(r"version|release|revision|\bv\d|\t", re.IGNORECASE)
+_VERSIONISH = lazy(r"version|release|revision|\bv\d|\t", re.IGNORECASE)
 
 
 def _weak_private_v4(m: "re.Match", line: str) -> bool:

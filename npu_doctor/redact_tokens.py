@@ -12,25 +12,26 @@ ids (`AKIA` + 16; docs.aws.amazon.com IAM "Understanding unique ID prefixes"), O
 
 from __future__ import annotations
 
-import re
 from typing import Iterator, Tuple
 
+from .lazyregex import lazy
+
 #: `scheme://user:password@host`: the whole userinfo is a secret (a token is often the user).
-URL_USERINFO = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]{1,15}://)([^/\s:@\"'<>]+(?::[^/\s@\"'<>]*)?)@")
+URL_USERINFO = lazy(r"(?i)(\b[a-z][a-z0-9+.-]{1,15}://)([^/\s:@\"'<>]+(?::[^/\s@\"'<>]*)?)@")
 #: `?token=X` / `&api_key=X` / `;sig=X`: the value of a secret-named query parameter.
 _SECRET_NAMES = (r"(?:access[_-]?token|refresh[_-]?token|id[_-]?token|auth[_-]?token|token|"
                  r"api[_-]?key|apikey|access[_-]?key(?:[_-]?id)?|secret(?:[_-]?key)?|"
                  r"client[_-]?secret|password|passwd|pwd|pass|sig|signature|"
                  r"x-amz-signature|x-amz-credential|x-amz-security-token|auth|key)")
-URL_QUERY = re.compile(r"(?i)([?&;]" + _SECRET_NAMES + r"=)([^&\s#\"'<>]+)")
+URL_QUERY = lazy(r"(?i)([?&;]" + _SECRET_NAMES + r"=)([^&\s#\"'<>]+)")
 #: `password: X`, `HF_TOKEN=X`, `Authorization: Bearer X` in logs and configs.
-KV_SECRET = re.compile(
+KV_SECRET = lazy(
     r"(?i)(\b(?:[A-Z0-9]+_)*(?:token|api[_-]?key|apikey|secret(?:[_-]?key)?|password|passwd|"
     r"access[_-]?key(?:[_-]?id)?)\b\"?[ \t]*[:=][ \t]*\"?)([^\s\"',;&()]{4,})"
     r"(?=[\s\"',;&]|$)")
-BEARER = re.compile(r"(?i)(\bauthorization:[ \t]*(?:bearer|basic|token)[ \t]+|\bbearer[ \t]+)"
-                    r"([A-Za-z0-9._~+/=-]{12,})")
-KNOWN_TOKEN = re.compile(
+BEARER = lazy(r"(?i)(\bauthorization:[ \t]*(?:bearer|basic|token)[ \t]+|\bbearer[ \t]+)"
+              r"([A-Za-z0-9._~+/=-]{12,})")
+KNOWN_TOKEN = lazy(
     r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|hf_[A-Za-z0-9]{20,}|"
     r"glpat-[A-Za-z0-9_-]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|"
     r"sk-[A-Za-z0-9_-]{20,})\b")
@@ -43,16 +44,16 @@ NOT_SECRETS = {"none", "null", "true", "false", "yes", "no", "n/a", "unset", "re
 
 # -- names a text reveals ---------------------------------------------------------------------
 #: rsyslog / journalctl short format: `Mar  3 10:02:11 HOST prog[pid]: ...`, or ISO stamps.
-SYSLOG_HOST = re.compile(
+SYSLOG_HOST = lazy(
     r"(?m)^(?:[A-Z][a-z]{2}[ \t]+\d{1,2}[ \t]+\d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
     r"[\d.:+-]*Z?)[ \t]+([A-Za-z0-9][A-Za-z0-9.-]{1,62})[ \t]+[\w./@-]+(?:\[\d+\])?:")
 #: systemd: `systemd[1]: Hostname set to <rock5b>.`
-SYSTEMD_HOST = re.compile(r"Hostname set to <([^>\s]+)>")
+SYSTEMD_HOST = lazy(r"Hostname set to <([^>\s]+)>")
 #: shell prompts and scp targets: `alice@rock5b:~$`, `alice@rock5b:/opt$`
-PROMPT = re.compile(r"(?<![\w.@-])([a-z_][a-z0-9_-]{2,31})@([A-Za-z0-9][A-Za-z0-9.-]{1,62})"
-                    r":(?=[~/])")
+PROMPT = lazy(r"(?<![\w.@-])([a-z_][a-z0-9_-]{2,31})@([A-Za-z0-9][A-Za-z0-9.-]{1,62})"
+              r":(?=[~/])")
 #: `id` output and `ls -l`-like owners: `uid=1000(alice)`
-ID_USER = re.compile(r"\buid=\d+\(([^)\s]+)\)")
+ID_USER = lazy(r"\buid=\d+\(([^)\s]+)\)")
 
 
 def names_in(text: str) -> Iterator[Tuple[str, str]]:
@@ -80,8 +81,8 @@ def secrets_in(text: str) -> Iterator[str]:
 # -- dotted quads: address or version ---------------------------------------------------------
 #: What just before a dotted quad makes it a version: `version 10.3.0.26`, `v8.6.1.6` is
 #: excluded by the quad regex itself, a dpkg-query `name<TAB>version` column.
-VERSION_BEFORE = re.compile(r"(?i)(?:version|release|revision|\bver\b|firmware|\bfw\b|driver|"
-                            r"\bsdk\b|\bcuda\b|tensorrt|cudnn|\bcann\b)\W{0,3}$|\t$|\($")
+VERSION_BEFORE = lazy(r"(?i)(?:version|release|revision|\bver\b|firmware|\bfw\b|driver|"
+                      r"\bsdk\b|\bcuda\b|tensorrt|cudnn|\bcann\b)\W{0,3}$|\t$|\($")
 
 
 def version_like(line: str, start: int, end: int) -> bool:
@@ -93,9 +94,9 @@ def version_like(line: str, start: int, end: int) -> bool:
 
 
 #: Words that make the next dotted quad an address only on a line that speaks of no version.
-WEAK_BEFORE = re.compile(r"(?i)\b(?:from|to|by|at|for)\s+$")
-VERSION_WORDS = re.compile(r"(?i)version|release|revision|upgrad|downgrad|install|packag|"
+WEAK_BEFORE = lazy(r"(?i)\b(?:from|to|by|at|for)\s+$")
+VERSION_WORDS = lazy(r"(?i)version|release|revision|upgrad|downgrad|install|packag|"
                            r"cuda|cudnn|tensorrt|driver|firmware|sdk|\d+\.\d+\.\d+\.\d+[-+~]")
 
 #: A line that starts with an address: web and proxy access logs (`52.14.3.9 - - [...]`).
-LEADING_ADDRESS = re.compile(r"^\s*(?:\d{1,3}\.){3}\d{1,3}\s+(?:-|\S+)\s")
+LEADING_ADDRESS = lazy(r"^\s*(?:\d{1,3}\.){3}\d{1,3}\s+(?:-|\S+)\s")

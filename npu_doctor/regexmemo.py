@@ -7,11 +7,17 @@ version (the parser's), so it is kept in the user cache (npu_doctor.usercache) u
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
+import zlib
 from typing import Any, Callable, Dict, Optional
 
-_NAME = "regex-facts-py%d%d.json" % sys.version_info[:2]
+#: One file per Python version and installation: the file keeps only the entries its run used,
+#: so two installations (a venv and a checkout, two versions) sharing one file evicted each
+#: other's entries at every run.
+_NAME = "regex-facts-py%d%d-%s.json" % (sys.version_info[:2] + (format(zlib.crc32(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))).encode()), "08x"),))
 _LOCK = threading.Lock()
 _STATE: Dict[str, Any] = {"memo": None, "used": set(), "dirty": False}
 

@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 from . import versions
 from .facts import get_parts, split_path
+from .lazyregex import lazy
 from .rule_model import _TEMPLATE_RE, Fix, Match
 
 #: (root, it) -> value
@@ -139,15 +140,13 @@ def _specialise(op: str, want: Any) -> Callable[[Any], bool]:
             return False
         return contains_test
     if op == "matches":
-        try:
-            rx = re.compile(str(want))
-        except (re.error, RecursionError, OverflowError):
-            return lambda got: False
+        # compiled when first tested (the loader already checked that it compiles)
+        rx = lazy(str(want))
 
         def matches_test(got: Any) -> bool:
             try:
                 return rx.search(str(got)) is not None
-            except (RecursionError, OverflowError):
+            except (re.error, RecursionError, OverflowError):
                 return False
         return matches_test
     raise ValueError(op)
@@ -267,13 +266,16 @@ class CompiledFix:
 
 
 class CompiledMatch:
-    """One Match ready to run: conditions split into per-rule (`once`) and per-element."""
+    """One Match ready to run: conditions split into per-rule (`once`) and per-element.
+    What a finding is built from (subject, message, evidence, fixes, severity) is compiled
+    when the match first fires: most rules never do in a run."""
 
-    __slots__ = ("once", "each", "vendors", "subject", "message", "evidence", "fixes",
-                 "severity", "for_each")
+    __slots__ = ("once", "each", "vendors", "for_each", "_match", "_out")
 
     def __init__(self, match: Match) -> None:
         self.for_each = match.for_each
+        self._match = match
+        self._out: Optional[Tuple[Any, ...]] = None
         self.once: List[Cond] = []
         self.each: List[Cond] = []
         vendors: Optional[FrozenSet[str]] = None
@@ -285,12 +287,37 @@ class CompiledMatch:
                 if v is not None:
                     vendors = v if vendors is None else vendors & v
         self.vendors = vendors
-        self.subject = template(match.subject) if match.subject else None
-        self.message = template(match.message)
-        self.evidence = [(e, compile_path(e)[0]) for e in match.evidence]
-        self.fixes = [CompiledFix(f) for f in match.fixes]
-        sev = match.severity
-        self.severity = template(sev) if sev and "{" in sev else sev
+
+    def _outputs(self) -> Tuple[Any, ...]:
+        if self._out is None:
+            match = self._match
+            sev = match.severity
+            self._out = (template(match.subject) if match.subject else None,
+                         template(match.message),
+                         [(e, compile_path(e)[0]) for e in match.evidence],
+                         [CompiledFix(f) for f in match.fixes],
+                         template(sev) if sev and "{" in sev else sev)
+        return self._out
+
+    @property
+    def subject(self) -> Optional[Template]:
+        return self._outputs()[0]  # type: ignore[no-any-return]
+
+    @property
+    def message(self) -> Template:
+        return self._outputs()[1]  # type: ignore[no-any-return]
+
+    @property
+    def evidence(self) -> List[Tuple[str, Getter]]:
+        return self._outputs()[2]  # type: ignore[no-any-return]
+
+    @property
+    def fixes(self) -> List[CompiledFix]:
+        return self._outputs()[3]  # type: ignore[no-any-return]
+
+    @property
+    def severity(self) -> Any:
+        return self._outputs()[4]
 
 
 def _vendor_values(cond: Dict[str, Any]) -> Optional[FrozenSet[str]]:

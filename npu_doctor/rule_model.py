@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
+
+from .lazyregex import lazy
 
 SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {"info": 1, "warning": 2, "error": 3}
@@ -16,8 +17,8 @@ FIX_KEYS = {"kind", "text", "sysfs_write", "when", "url"}
 _CMP = {"eq", "ne", "lt", "le", "gt", "ge", "in", "not_in", "contains", "matches",
         "version_lt", "version_le", "version_gt", "version_ge", "version_eq", "version_ne"}
 OPERATORS = _CMP | {f"{o}_fact" for o in _CMP} | {"exists", "version_prefix", "version_prefix_fact"}
-_ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-_TEMPLATE_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.\[\]\-]*)\}")
+_ID_RE = lazy(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_TEMPLATE_RE = lazy(r"\{([A-Za-z_][A-Za-z0-9_.\[\]\-]*)\}")
 
 
 @dataclass

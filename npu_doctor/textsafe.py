@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import re
 
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
-_CONTROL_KEEP_NL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+from .lazyregex import lazy
+
+_CONTROL_RE = lazy(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL_KEEP_NL_RE = lazy(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 _NAMED = {"\n": "\\n", "\r": "\\r"}
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from typing import Any, Optional
 
 
@@ -45,11 +44,35 @@ def save_json(name: str, data: Any) -> None:
     tmp = None
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
+        import tempfile  # only when writing (random, hashlib: 2 ms a run that only reads)
+
         fd, tmp = tempfile.mkstemp(prefix="." + name + ".", dir=os.path.dirname(path))
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, separators=(",", ":"))
         os.replace(tmp, path)
     except (OSError, TypeError, ValueError):
+        if tmp:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def save_bytes(name: str, data: bytes) -> None:
+    """Write a binary cache file atomically (temp file, mode 0600, + rename). Never raises."""
+    path = cache_path(name)
+    if not path:
+        return
+    tmp = None
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        import tempfile  # only when writing (random, hashlib: 2 ms a run that only reads)
+
+        fd, tmp = tempfile.mkstemp(prefix="." + name + ".", dir=os.path.dirname(path))
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
         if tmp:
             try:
                 os.unlink(tmp)

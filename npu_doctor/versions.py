@@ -40,13 +40,15 @@ from typing import List, Optional, Tuple
 
 from packaging.version import InvalidVersion, Version
 
-_L4T_RE = re.compile(r"R(\d+)\s*\(\w+\),\s*REVISION:\s*(\d+(?:\.\d+)*)", re.I)
-_LEAD_RE = re.compile(r"^[vV]?(\d+(?:\.\d+)*)(.*)$")
-_VRC_RE = re.compile(r"^V(\d+)R(\d+)(?:C(\d+))?(?:SPC(\d+))?(?:B(\d+))?$", re.I)
-_CUDA_UPDATE_RE = re.compile(r"^(\d+\.\d+)(?:\.\d+)?\s+Update\s+(\d+)\b", re.I)
+from .lazyregex import lazy
+
+_L4T_RE = lazy(r"R(\d+)\s*\(\w+\),\s*REVISION:\s*(\d+(?:\.\d+)*)", re.I)
+_LEAD_RE = lazy(r"^[vV]?(\d+(?:\.\d+)*)(.*)$")
+_VRC_RE = lazy(r"^V(\d+)R(\d+)(?:C(\d+))?(?:SPC(\d+))?(?:B(\d+))?$", re.I)
+_CUDA_UPDATE_RE = lazy(r"^(\d+\.\d+)(?:\.\d+)?\s+Update\s+(\d+)\b", re.I)
 # JetPack / NVIDIA release words after a space: order PRE-DP < DP < EA < RC < GA (= release)
 _RELEASE_WORDS = (("pre-dp", "a0"), ("dp", "a1"), ("ea", "b0"), ("rc", "rc0"), ("ga", ""))
-_REV_RE = re.compile(r"\(\s*rev\s*(\d+)\s*\)", re.I)
+_REV_RE = lazy(r"\(\s*rev\s*(\d+)\s*\)", re.I)
 
 
 def display(raw: str) -> str:

@@ -367,3 +367,29 @@ def test_verify_reports_a_cuda_wheel_replaced_by_the_cpu_one(tmp_path):
     assert proc.returncode == 1, proc.stderr
     msgs = [f["message"] for f in json.loads(proc.stdout)["findings"]]
     assert any("frameworks.torch.cuda" in m and "12.1" in m for m in msgs), msgs
+
+
+def test_own_interpreter_answered_in_process_equals_asking_it(tmp_path):
+    """npu-doctor's own interpreter is answered from its own sys.path (no second
+    interpreter started); the sites must be those the query script gets from a subprocess.
+    Run in a fresh interpreter: pytest adds its own entries to this process's sys.path."""
+    script = (
+        "import json, sys\n"
+        "from npu_doctor.host import LiveHost\n"
+        "from npu_doctor.pyenv import query\n"
+        "h = LiveHost()\n"
+        "own = query(h, sys.executable, 'npu-doctor')\n"
+        "asked = query(h, sys.executable, '--python')\n"
+        "print(json.dumps([own.sites, asked.sites, own.source, asked.source, own.version, asked.version,"
+        " own.prefix, asked.prefix]))\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    # a script file, as the console script is: its directory is sys.path[0] there (and must
+    # not become a site), where `-c` has ''
+    (tmp_path / "own.py").write_text(script)
+    out = subprocess.run([sys.executable, str(tmp_path / "own.py")], capture_output=True, text=True,
+                         env=env, cwd=str(tmp_path), timeout=60)
+    assert out.returncode == 0, out.stderr
+    own, asked, own_src, asked_src, own_v, asked_v, own_p, asked_p = json.loads(out.stdout)
+    assert own == asked and own  # same import path, not empty
+    assert (own_v, own_p) == (asked_v, asked_p)
+    assert "this process" in own_src and asked_src.startswith("$ ")

@@ -58,3 +58,45 @@ def test_hung_command_killed_when_npu_doctor_exits():
 def test_live_host_runs_still_work():
     res = LiveHost().run(["true"], timeout=5)
     assert res.ok
+
+
+def test_probes_of_a_snapshot_that_cannot_block_run_in_the_calling_thread(tmp_path):
+    """A snapshot without a hung command only reads its own files: its probes run one after
+    another in the calling thread (threads taking turns on the GIL were slower); one with a
+    hung command keeps the worker threads, so the hang costs one timeout."""
+    import threading
+
+    from npu_doctor.host.snapshot import SnapshotHost
+    from npu_doctor.probe_runner import run_probes
+    from npu_doctor.probes import load_specs
+
+    seen = set()
+    specs = load_specs()
+
+    def spy(host):
+        real = host.read_bytes
+
+        def read_bytes(path, *a, **k):
+            seen.add(threading.current_thread().name)
+            return real(path, *a, **k)
+        host.read_bytes = read_bytes
+        return host
+
+    quiet = tmp_path / "quiet"
+    (quiet / "fs/sys/class/thermal/thermal_zone0").mkdir(parents=True)
+    (quiet / "fs/sys/class/thermal/thermal_zone0/temp").write_text("45000\n")
+    (quiet / "fs/sys/class/thermal/thermal_zone0/type").write_text("soc-thermal\n")
+    host = spy(SnapshotHost(str(quiet)))
+    assert not host.may_block()
+    run_probes(host, specs)
+    assert seen == {threading.current_thread().name}
+
+    hung = tmp_path / "hung"
+    import shutil
+    shutil.copytree(quiet, hung)
+    (hung / "commands.toml").write_text('[[command]]\nargv = ["npu-smi", "info"]\ntimed_out = true\nsleep_s = 0.2\n')
+    seen.clear()
+    host = spy(SnapshotHost(str(hung)))
+    assert host.may_block()
+    run_probes(host, specs)
+    assert seen and threading.current_thread().name not in seen

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Sequence, Tuple
 
@@ -13,6 +12,7 @@ from .names import seed_redactor
 from .output import output_kind
 from .tree import CaptureResult
 from .writer import DEFAULT_MAX_FILE_BYTES, CaptureWriter
+from ..lazyregex import lazy
 
 
 # -- comparing a live run with its replay ------------------------------------------------------
@@ -41,7 +41,7 @@ def normalize_for_replay(facts: Dict[str, Any], red, log_names: Dict[str, str]) 
 
 
 #: Leaves that measure the run itself (time spent by npu-doctor), not the host: never compared.
-VOLATILE_RE = re.compile(r"^(?:duration|cpu|elapsed|wall)_(?:ms|s)$")
+VOLATILE_RE = lazy(r"^(?:duration|cpu|elapsed|wall)_(?:ms|s)$")
 
 
 def compare_runs(live: Dict[str, Any], replay: Dict[str, Any]) -> List[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import posixpath
-import re
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -15,9 +14,10 @@ from ..host.recording import RecordingHost
 from .names import _hostname
 from .output import _write_dir, _write_tar, output_kind
 from .tree import CaptureResult, _merge_ranges, _safe_target, _Sparse, _Tree
+from ..lazyregex import lazy
 
 DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
-SECRET_ENV_RE = re.compile(r"(?i)TOKEN|SECRET|PASSW|KEY|CREDENTIAL|AUTH|COOKIE|SESSION")
+SECRET_ENV_RE = lazy(r"(?i)TOKEN|SECRET|PASSW|KEY|CREDENTIAL|AUTH|COOKIE|SESSION")
 MAX_LINK_HOPS = 40
 
 

@@ -9,6 +9,7 @@ contain one, so the regexes run only on lines that can match.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Iterable, Iterator, List, Optional, Tuple
 
@@ -27,23 +28,73 @@ _PREFIX_RES = [
     re.compile(r"^[^\W\d_]{3,4}\.? +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)? \S+ (?:kernel|[\w.\-/]+(?:\[\d+\])?): "),
     re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? \S+ "
                r"(?:kernel|[\w.\-/]+(?:\[\d+\])?): "),
-    re.compile(r"^\[ *\d+\.\d+\] (?:\S+ kernel: )?"),
+    # dmesg `[  12.345678]`; with CONFIG_PRINTK_CALLER (Android GKI kernels) `[  12.345678][  T123]`
+    # (kernel/printk/printk.c info_print_prefix); journalctl short-delta `[  12.345678 <    0.000123>]`
+    re.compile(r"^\[ *\d+\.\d+(?: < *\d+\.\d+>)?\](?:\[ *[TC]\d+\])? (?:\S+ kernel: )?"),
     re.compile(r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4}\] "),
     re.compile(r"^kernel: "),
+    # journalctl -o short-full `Mon 2024-03-04 10:00:00 CET host kernel: ` and -o short-unix
+    # `1709546400.123456 host kernel: ` (man journalctl, --output)
+    re.compile(r"^(?:[A-Z][a-z]{2} \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \S+|\d{9,}\.\d+) \S+ "
+               r"(?:kernel|[\w.\-/]+(?:\[\d+\])?): "),
+    # Android logcat (liblog logprint.cpp android_log_formatLogLine; `logcat -v`, developer.android.com/tools/logcat):
+    # threadtime `11-30 10:00:00.123  1234  1234 E RKNN    : ` ("%s %5d %5d %c %-8s: "; `-v year`,
+    # `-v zone`, `-v uid` (a uid name before the pid), `-v epoch`/`monotonic` seconds), the tag
+    # taken with it. A kernel line in logcat (`logcat -b kernel`, logd LogKlog) has the driver and
+    # device as its tag (`W RKNPU fde40000.npu: swiotlb ...`): a tag with a space stays.
+    re.compile(r"^(?:(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [+-]\d{4})?|\d+\.\d{3,9})"
+               r" +(?:[a-z_]\w* +)?\d+ +\d+ [VDIWEFS] (?:[^\s:]+ *: )?"),
+    # brief/time `E/RKNN    ( 1234): ` ("%c/%-8s(%5d): "), tag `E/RKNN    : `, thread `E( 1234: 1234) `
+    re.compile(r"^(?:(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? +)?"
+               r"(?:[VDIWEFS]/[^\s:(]+ *(?:\( *\d+\))?: |[VDIWEFS]\( *\d+(?:: *\d+)?\) )"),
+    # Android Studio's Logcat window: `2023-01-01 10:00:00.123  1234-1240  RKNN  com.example.app  E  `
+    # (date time pid-tid tag package priority; developer.android.com/studio/debug/logcat)
+    re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ +\d+-\d+ +\S+(?: +\S+)? +[VDIWEFA] +"),
+    # Kubernetes CRI log files (/var/log/pods, `crictl logs`): `2024-03-04T10:00:00.123456789Z stdout F `
+    # (RFC3339Nano, stream, P(artial)/F(ull); kubernetes/design-proposals-archive node/kubelet-cri-logging.md);
+    # `kubectl logs --timestamps` and `docker logs -t`: the timestamp alone
+    re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d) (?:(?:stdout|stderr) [FP] )?"),
 ]
+#: docker's json-file log driver writes `{"log":"<line>\n","stream":"stderr","time":"..."}` per
+#: line (docs.docker.com/engine/logging/drivers/json-file/): the message is the JSON string `log`.
+_DOCKER_JSON = re.compile(r'^\{ ?"log": ?"((?:[^"\\]|\\.)*)"')
+
+
+#: The prefixes as one regex, alternative k+1 being _PREFIX_RES[k] (none has a capturing
+#: group): where several could match (an ISO timestamp: journal short-iso, CRI, kubectl), the
+#: first in list order wins, as in the ordered rounds; one call says which one, or that none does.
+#: (compiled on first use: start-up stays free of it)
+_ANY_PREFIX: "Optional[re.Pattern[str]]" = None
 
 
 def strip_prefix(line: str) -> str:
-    """The message of a log line without its dmesg/syslog/journald prefix(es)."""
+    """The message of a log line without its dmesg/syslog/journald prefix(es): up to three
+    rounds over the prefixes in order (syslog around dmesg: `Mar 4 ... kernel: [  1.2] msg`),
+    each cut where it matches."""
+    global _ANY_PREFIX
     s = line.strip()
-    for _ in range(3):  # syslog around dmesg: `Mar 4 ... kernel: [  1.2] msg`
-        before = s
-        for rx in _PREFIX_RES:
-            m = rx.match(s)
-            if m:
-                s = s[m.end():]
-        if s == before:
-            break
+    if s.startswith('{"log":'):
+        m = _DOCKER_JSON.match(s)
+        if m:
+            try:
+                s = json.loads('"' + m.group(1) + '"').strip()
+            except ValueError:
+                pass
+    if _ANY_PREFIX is None:
+        _ANY_PREFIX = re.compile("|".join("(" + rx.pattern[1:] + ")" for rx in _PREFIX_RES))
+    match = _ANY_PREFIX.match
+    m = match(s)
+    if m is None:
+        return s
+    rounds, nxt = 1, 0  # the round, and the first prefix it may still cut
+    while m is not None:
+        k = m.lastindex - 1  # type: ignore[operator]
+        if k < nxt:  # tried earlier in this round: the next round starts here
+            if rounds == 3:
+                break
+            rounds += 1
+        s, nxt = s[m.end():], k + 1
+        m = match(s)
     return s.strip()
 
 
@@ -88,38 +139,86 @@ def _literal_needles(pattern: str, flags: int) -> Optional[List[str]]:
         parsed = _sre_parse.parse(pattern, flags)
     except Exception:
         return None
+    got = _literal_needles_parsed(parsed)
+    if not got or min(map(len, got)) < 4:
+        return None
+    return sorted({n.lower() for n in got})
 
-    def best_of(seq) -> Optional[List[str]]:
-        best: Optional[List[str]] = None
+
+def _literal_needles_parsed(seq) -> Optional[List[str]]:
+    """The best needle set of a parsed (sub)pattern: the one with the longest shortest needle."""
+    best: Optional[List[str]] = None
+    run = ""
+
+    def offer(cand: Optional[List[str]]) -> None:
+        nonlocal best
+        if cand and min(map(len, cand)) > (min(map(len, best)) if best else 0):
+            best = cand
+
+    for op, av in seq:
+        name = str(op)
+        if name == "LITERAL":
+            run += chr(av)
+            continue
+        offer([run] if run else None)
         run = ""
+        if name == "SUBPATTERN":
+            offer(_literal_needles_parsed(av[-1]))
+        elif name in ("MAX_REPEAT", "MIN_REPEAT") and av[0] >= 1:
+            offer(_literal_needles_parsed(av[2]))
+        elif name == "BRANCH":
+            subs = [_literal_needles_parsed(branch) for branch in av[1]]
+            if all(subs):
+                offer(sorted({n for sub in subs for n in sub}))  # type: ignore[union-attr]
+    offer([run] if run else None)
+    return best
 
-        def offer(cand: Optional[List[str]]) -> None:
-            nonlocal best
-            if cand and min(map(len, cand)) > (min(map(len, best)) if best else 0):
-                best = cand
 
+def literal_needle_sets(pattern: str, flags: int = 0) -> List[List[str]]:
+    """Every set of literal strings (lower-cased, 4+ characters) of which each match of
+    `pattern` contains at least one: the literal runs the pattern always passes through, and
+    one needle per branch of the alternations it always passes through. `[a-z]+ failed: -(\\d+)`
+    gives [["failed: -"]]; `rknn_\\w+ (?:fail|error)` gives [["rknn_"], ["error", "fail"]].
+    A line must hold one needle of every set to be worth the regex; [] when none is known.
+    Remembered between runs (npu_doctor.regexmemo)."""
+    from ..regexmemo import remembered
+
+    return remembered("needle-sets", pattern, flags, lambda: _needle_sets(pattern, flags))
+
+
+def _needle_sets(pattern: str, flags: int) -> List[List[str]]:
+    try:
+        parsed = _sre_parse.parse(pattern, flags)
+    except Exception:
+        return []
+    sets: List[List[str]] = []
+
+    def walk(seq) -> None:
+        run = ""
         for op, av in seq:
             name = str(op)
             if name == "LITERAL":
                 run += chr(av)
                 continue
-            offer([run] if run else None)
+            sets.append([run])
             run = ""
             if name == "SUBPATTERN":
-                offer(best_of(av[-1]))
+                walk(av[-1])
             elif name in ("MAX_REPEAT", "MIN_REPEAT") and av[0] >= 1:
-                offer(best_of(av[2]))
+                walk(av[2])
             elif name == "BRANCH":
-                subs = [best_of(branch) for branch in av[1]]
+                subs = [_literal_needles_parsed(branch) for branch in av[1]]
                 if all(subs):
-                    offer(sorted({n for sub in subs for n in sub}))  # type: ignore[union-attr]
-        offer([run] if run else None)
-        return best
+                    sets.append(sorted({n for sub in subs for n in sub}))  # type: ignore[union-attr]
+        sets.append([run])
 
-    got = best_of(parsed)
-    if not got or min(map(len, got)) < 4:
-        return None
-    return sorted({n.lower() for n in got})
+    walk(parsed)
+    out: List[List[str]] = []
+    for got in sets:
+        low = sorted({n.lower() for n in got})
+        if low and min(map(len, low)) >= 4 and low not in out:
+            out.append(low)
+    return out
 
 
 #: Lines searched together for needles.

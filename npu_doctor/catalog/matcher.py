@@ -8,15 +8,15 @@ distinct message, with `count`, the rule it raises (or benign), its message, fix
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from ..errors import ConfigError
 from ..resources import data_files
-from .events import apply_cleared, complete, errno_name, fill, fill_value, full_bdf, group_by_subject
-from .logtext import blocks, iter_lines, literal_needles, strip_prefix
-from .needles import LineFilter, NeedleSet
-from .schema import (FIX_KINDS, MAX_EVENTS_PER_ENTRY, MAX_LINE, MAX_SCAN_LINE, RESERVED, SCOPES,
+from .events import complete, errno_name, fill, fill_value, full_bdf
+from .logtext import BLOCK_LINES, literal_needle_sets, literal_needles, strip_prefix
+from .needles import NeedleSet
+from .schema import (FIX_KINDS, MAX_LINE, RESERVED, SCOPES,
                      Catalog, Entry, LazyRegex, load_catalog_file)
 
 _CACHE: Dict[Tuple[str, ...], "CatalogSet"] = {}
@@ -58,6 +58,14 @@ class _Matcher:
     catalog: Catalog
     entry: Optional[Entry]  # None: a code pattern (entry chosen by the code it finds)
     generic: bool
+    #: needle sets (logtext.literal_needle_sets) a line must also hold, beyond one of
+    #: `needles`, to be worth the regex; found at load, so a cached configuration has them
+    extra: List[List[str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.needles:
+            self.extra = [s for s in literal_needle_sets(self.rx.pattern, self.rx.flags)
+                          if not all(any(x in n for x in s) for n in self.needles)]  # not implied
 
 
 class CatalogSet:
@@ -86,7 +94,19 @@ class CatalogSet:
         for m in self.matchers:
             for n in m.needles or ():
                 self._by_needle.setdefault(n, []).append(m)
-        self._filter, self._needle_set = LineFilter(self._by_needle), NeedleSet(self._by_needle)
+        self._needle_set = NeedleSet(self._by_needle)
+        self._chunk_index: Dict[Tuple[str, ...], Any] = {}  # chunkmatch._Index per scopes
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        # read back from the configuration cache (npu_doctor.configcache): the matchers are
+        # new objects, so the order keyed by id() is rebuilt
+        self.__dict__.update(state)
+        self._order = {id(m): i for i, m in enumerate(self.matchers)}
+        self._chunk_index = {}
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # the chunk indexes (built on first match, keyed by id()) are rebuilt after a read-back
+        return {k: v for k, v in self.__dict__.items() if k != "_chunk_index"}
 
     def _accelerator_driver(self, groups: Dict[str, str]) -> bool:
         return any(groups.get(k) in self.drivers for k in ("driver", "module"))
@@ -107,9 +127,12 @@ class CatalogSet:
         """(entry, named groups) for every entry that matches one message (prefix stripped).
 
         A vendor entry on the line hides the generic classes that also match it."""
-        scopes = set(scopes)
+        return self._match(line, set(scopes), self._candidates(line))
+
+    def _match(self, line: str, scopes: Set[str], candidates: List[_Matcher]) -> List[Tuple[Entry, Dict[str, str]]]:
+        """match_line with the candidate matchers (in catalog and entry order) given."""
         hits: List[Tuple[Entry, Dict[str, str]]] = []
-        for m in self._candidates(line):
+        for m in candidates:
             if m.scope not in scopes and m.scope != "any":
                 continue
             found = m.rx.search(line)
@@ -159,18 +182,6 @@ class CatalogSet:
             return groups
         return None
 
-    def _candidate_lines(self, lines: Iterable[str]) -> Iterator[Tuple[int, str]]:
-        """(line number, line) of the lines that contain some matcher's needle. Works on
-        blocks of lines: each needle is searched once per block with str.find (a fast
-        substring search), which costs far less than a regex per line."""
-        if self._always or not self._by_needle:
-            yield from ((n, line) for n, line in enumerate(lines, 1) if self._always)
-            return
-        hits = self._filter.hits
-        for start, block in blocks(lines):
-            for i in hits(block):
-                yield start + i, block[i]
-
     def match_text(self, text: str, source: str, scopes: Iterable[str],
                    log_scope: str) -> List[Dict[str, Any]]:
         """log_events for every catalog entry that matches a line of text (`match_lines`)."""
@@ -179,37 +190,22 @@ class CatalogSet:
     def match_lines(self, lines: Iterable[str], source: str, scopes: Iterable[str],
                     log_scope: str) -> List[Dict[str, Any]]:
         """log_events for every catalog entry that matches a line, streaming (a file object
-        works: one line is held at a time).
+        works: a block of BLOCK_LINES lines is held at a time; catalog.chunkmatch).
 
         Identical messages (prefix stripped) are one event with `count`; a failure that a
         `cleared_by` entry of the same device later clears is marked benign; several lines
         raising one rule for one device are one event (`also`)."""
-        scopes = tuple(scopes)
-        events: List[Dict[str, Any]] = []
-        by_key: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
-        per_entry: Dict[Tuple[str, str], int] = {}
-        for n, raw in self._candidate_lines(iter_lines(lines)):
-            if len(raw) > MAX_SCAN_LINE:
-                raw = raw[:MAX_SCAN_LINE]
-            msg = strip_prefix(raw)
-            for entry, groups in self.match_line(msg, scopes):
-                k = (entry.catalog, entry.key, msg)
-                if k in by_key:
-                    by_key[k]["count"] += 1
-                    continue
-                ek = (entry.catalog, entry.key)
-                if per_entry.get(ek, 0) >= MAX_EVENTS_PER_ENTRY:
-                    continue
-                per_entry[ek] = per_entry.get(ek, 0) + 1
-                ev = self._event(entry, groups, source, n, raw, log_scope)
-                by_key[k] = ev
-                events.append(ev)
-        apply_cleared(events, self._cleared)
-        group_by_subject(events)
-        for ev in events:
-            if ev["count"] > 1:
-                ev["message"] += f" ({ev['count']} times)"
-        return events
+        from .chunkmatch import LogClassifier
+
+        run = LogClassifier(self, source, scopes, log_scope)
+        block: List[str] = []
+        for line in lines:
+            block.append(line.rstrip("\r\n"))
+            if len(block) >= BLOCK_LINES:
+                run.feed(block)
+                block = []
+        run.feed(block)
+        return run.finish()
 
     def enrich(self, e: Entry, groups: Dict[str, str]) -> Dict[str, str]:
         """Named groups plus what they imply: `errno_name` for `errno`, `vendor` from the
@@ -262,6 +258,8 @@ class CatalogSet:
             ev["facts"] = facts
         if e.accelerator:
             ev["accelerator"] = True
+        if e.consequence_of:
+            ev["consequence_of"] = list(e.consequence_of)  # events.apply_consequences reads it
         return {k: v for k, v in ev.items() if v is not None}
 
     def lookup(self, query: str) -> List[Tuple[Entry, Dict[str, str]]]:

@@ -11,7 +11,7 @@ contain another needle (a line holding the longer one holds the shorter one too)
 from __future__ import annotations
 
 import bisect
-from typing import Iterable, List
+from typing import Dict, Iterable, List
 
 try:  # optional accelerator; the pure-Python path gives the same lines
     import ahocorasick as _ahocorasick  # type: ignore[import-not-found]
@@ -82,6 +82,81 @@ class NeedleSet:
             self._automaton = a
 
     def present(self, low: str) -> List[str]:
+        if self._automaton is not None:
+            return list({n: None for _end, n in self._automaton.iter(low)})
+        return [n for n in self.needles if n in low]
+
+
+class LineNeedles:
+    """`scan(low)`: which needles each line of a chunk holds, in one pass over the chunk.
+
+    `low` is the lower-cased text of a chunk whose lines are joined with "\\n" (no line holds
+    a "\\n"); the answer maps the 0-based index of each line that holds a needle to the needles
+    it holds (each once, any order). With pyahocorasick one automaton pass finds them all and
+    the line of a hit is found by counting newlines since the last hit (a C loop); without it,
+    each needle that contains no other needle is searched with str.find (one hit per line is
+    enough), and the longer needles are tested only on the lines that hold one they contain.
+    Needles holding a "\\n" can never lie inside a line and are left out."""
+
+    def __init__(self, needles: Iterable[str], use_automaton: bool = True) -> None:
+        self.needles = sorted({n.lower() for n in needles if n and "\n" not in n})
+        self._automaton = None
+        if use_automaton and _ahocorasick is not None and self.needles:
+            a = _ahocorasick.Automaton()
+            for n in self.needles:
+                a.add_word(n, n)
+            a.make_automaton()
+            self._automaton = a
+        self._minimal = _minimal(self.needles)
+        # for each minimal needle, the needles that contain it (itself first)
+        self._sup = {m: [m] + [n for n in self.needles if m in n and n != m] for m in self._minimal}
+
+    def scan(self, low: str) -> Dict[int, List[str]]:
+        out: Dict[int, List[str]] = {}
+        if not self.needles or not low:
+            return out
+        if self._automaton is not None:
+            count = low.count
+            line, pos = 0, 0
+            for end, n in self._automaton.iter(low):
+                if end > pos:
+                    line += count("\n", pos, end)
+                    pos = end
+                have = out.get(line)
+                if have is None:
+                    out[line] = [n]
+                elif n not in have:
+                    have.append(n)
+            return out
+        found: Dict[int, List[str]] = {}
+        find, rfind, size = low.find, low.rfind, len(low)
+        for m in self._minimal:
+            p = find(m)
+            while p >= 0:
+                nl = find("\n", p)
+                end = size if nl < 0 else nl
+                start = rfind("\n", 0, p) + 1
+                found.setdefault(start, []).append(m)
+                p = find(m, end + 1) if nl >= 0 else -1
+        if not found:
+            return out
+        starts = sorted(found)
+        line, pos = 0, 0
+        for start in starts:
+            line += low.count("\n", pos, start)
+            pos = start
+            nl = find("\n", start)
+            text = low[start:] if nl < 0 else low[start:nl]
+            got: List[str] = []
+            for m in found[start]:
+                for n in self._sup[m]:
+                    if n not in got and (n is m or n in text):
+                        got.append(n)
+            out[line] = got
+        return out
+
+    def present(self, low: str) -> List[str]:
+        """The needles in one lower-cased line."""
         if self._automaton is not None:
             return list({n: None for _end, n in self._automaton.iter(low)})
         return [n for n in self.needles if n in low]

@@ -7,25 +7,50 @@ stdout carries only the report, so `--format json` output always parses.
 
 from __future__ import annotations
 
+import importlib
 import sys
-from typing import List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
 from .. import __version__
 from ..errors import NpuDoctorError
-from .capture import capture
-from .check import check
 from .common import EXIT_INTERRUPTED, EXIT_OK, _fail
-from .explain import explain
-from .lock import lock, verify
-from .model import model_cmd
-from .rules import rules
-from .service import service
-from .watch import fix, watch
+
+#: Command name -> (module, attribute), in the order `--help` lists them. A command's module
+#: is imported only when that command runs (or --help lists them all): `check` need not pay
+#: for importing `watch`, `service`, `capture` and what they import.
+COMMANDS: Dict[str, Tuple[str, str]] = {
+    "check": ("check", "check"),
+    "rules": ("rules", "rules"),
+    "lock": ("lock", "lock"),
+    "verify": ("lock", "verify"),
+    "capture": ("capture", "capture"),
+    "watch": ("watch", "watch"),
+    "fix": ("watch", "fix"),
+    "model": ("model", "model_cmd"),
+    "explain": ("explain", "explain"),
+    "service": ("service", "service"),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class LazyGroup(click.Group):
+    """A click group whose commands are imported on first use (COMMANDS)."""
+
+    def list_commands(self, ctx: click.Context) -> List[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> Optional[click.Command]:
+        where = COMMANDS.get(cmd_name)
+        if where is None:
+            return None
+        module = importlib.import_module("." + where[0], __name__)
+        cmd: Any = getattr(module, where[1])
+        return cmd  # type: ignore[no-any-return]
+
+
+@click.group(cls=LazyGroup,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, "-V", "--version", prog_name="npu-doctor")
 def main() -> None:
     """Find why a model runs slowly, or not on the NPU at all.
@@ -48,9 +73,6 @@ def main() -> None:
       npu-doctor verify npu-env.lock           drift since the lock (exit 1 on an error)
     """
 
-
-for _cmd in (check, rules, lock, verify, capture, watch, fix, model_cmd, explain, service):
-    main.add_command(_cmd)
 
 
 _SHORT_USAGE = """Usage: npu-doctor COMMAND [OPTIONS]

@@ -22,7 +22,6 @@ Derivers (after every probe):
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from typing import Any, Dict, List, Optional
 
@@ -32,6 +31,7 @@ from ..errors import HostError
 from ..facts import Facts
 from ..host import Host
 from ..matrices import matrix_rows as load_matrix
+from ..namematch import any_match
 from ..probes import NoData, ProbeContext
 from ..registry import collector, deriver
 
@@ -59,7 +59,7 @@ def collect_python_frameworks(ctx: ProbeContext) -> None:
     for i, env in enumerate(envs):
         rec = env.to_fact()
         rec["packages"] = {n: d.version for n, d in sorted(env.dists.items())
-                           if any(fnmatch.fnmatchcase(n, p) for p in RELEVANT_PACKAGES)}
+                           if any_match(n, RELEVANT_PACKAGES)}
         conda = _conda_packages(ctx, env)
         if conda is not None:
             rec["conda_packages"] = conda
@@ -100,7 +100,7 @@ def _conda_packages(ctx: ProbeContext, env: "pyenv.Env") -> Optional[Dict[str, s
     out = {}
     for n in names:
         m = re.match(r"(.+)-([^-]+)-([^-]+)\.json$", n)
-        if m and any(fnmatch.fnmatchcase(m.group(1), p) for p in RELEVANT_PACKAGES + ("cudatoolkit", "mkl", "magma")):
+        if m and any_match(m.group(1), RELEVANT_PACKAGES + ("cudatoolkit", "mkl", "magma")):
             out[m.group(1)] = m.group(2)
     return dict(sorted(out.items()))
 

@@ -20,7 +20,6 @@ Facts (accelerator records merge with the accelerators probe by pci_address / sy
 from __future__ import annotations
 
 import posixpath
-import re
 import time
 from typing import Any, Dict, List, Optional
 
@@ -28,6 +27,7 @@ from .. import versions
 from ..errors import HostError
 from ..facts import Facts
 from ..host import Host
+from ..lazyregex import lazy
 from ..matrices import matrix_rows, set_compat
 from ..parsers.intel_npu import firmware_blob_version, parse_kernel_log, soname_version
 from ..probes import NoData, ProbeContext
@@ -256,7 +256,7 @@ def derive_ze_uninitialized(facts: Facts, host: Host) -> None:
 # -- UMD <-> firmware, against rules/intel_npu.toml `intel-npu-release` -----------------------
 _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug",
                                         "Sep", "Oct", "Nov", "Dec"), 1)}
-_FW_DATE_RE = re.compile(r"^(?:(\d{8})|([A-Z][a-z]{2}) +(\d{1,2}) (\d{4}))\*")
+_FW_DATE_RE = lazy(r"^(?:(\d{8})|([A-Z][a-z]{2}) +(\d{1,2}) (\d{4}))\*")
 
 
 def firmware_date(version: Optional[str]) -> Optional[str]:

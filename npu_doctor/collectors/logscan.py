@@ -21,10 +21,10 @@ import threading
 import weakref
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from ..catalog.logtext import blocks, literal_needles
-from ..catalog.needles import LineFilter
+from ..catalog.logtext import literal_needles
+from ..catalog.needles import LineFilter, LineNeedles
 from ..errors import HostError
-from ..host.logstream import iter_log_lines
+from ..host.logstream import iter_log_chunks
 from ..parsers.fallback import parse_fallback_logs
 from ..parsers.rknn import parse_runtime_log
 
@@ -65,15 +65,29 @@ class SignatureMatcher:
             if not got:
                 self.always = True
             needles += got or []
+        self.needles = sorted({n.lower() for n in needles})
+        self._needle_set = frozenset(self.needles)
         self.filter = LineFilter(needles)
         self.events: List[Dict[str, Any]] = []
         self.counts: Dict[str, int] = {}
 
     def feed(self, block: List[str], start: int) -> None:
         """Lines block[i] with line numbers start + i."""
+        if self.sigs:
+            self._feed(block, start, range(len(block)) if self.always else self.filter.hits(block))
+
+    def feed_scanned(self, block: List[str], start: int, hits: Dict[int, List[str]]) -> None:
+        """feed, with the needles of each line known (LineNeedles.scan with at least
+        `self.needles`): the lines that hold one of ours are tried."""
         if not self.sigs:
             return
-        idx = range(len(block)) if self.always else self.filter.hits(block)
+        if self.always:
+            self._feed(block, start, range(len(block)))
+            return
+        ours = self._needle_set
+        self._feed(block, start, sorted(i for i, got in hits.items() if not ours.isdisjoint(got)))
+
+    def _feed(self, block: List[str], start: int, idx: Iterable[int]) -> None:
         for i in idx:
             line = block[i]
             if len(line) > MAX_SCAN_LINE:
@@ -94,26 +108,42 @@ class SignatureMatcher:
 
 
 class _Windowed:
-    """The whole-text parsers over windows of the log, line numbers made absolute."""
+    """The whole-text parsers over windows of the log, line numbers made absolute. A window
+    closes after the line that brings it to WINDOW_CHARS characters (newlines counted)."""
 
     def __init__(self, scan: LogScan) -> None:
         self.scan = scan
-        self.lines: List[str] = []
+        self.parts: List[str] = []  # "\n"-joined runs of lines
+        self.count = 0  # lines in the window
         self.chars = 0
         self.start = 1
         self.windows = 0
 
-    def feed(self, block: List[str], start: int) -> None:
-        for line in block:
-            self.lines.append(line)
-            self.chars += len(line) + 1
-            if self.chars >= WINDOW_CHARS:
-                self.flush()
+    def feed(self, lines: List[str], text: Optional[str] = None) -> None:
+        """Consecutive lines, and their "\n"-joined text when the caller has it."""
+        while lines:
+            n = (len(text) if text is not None else sum(map(len, lines)) + len(lines) - 1) + 1
+            if self.chars + n < WINDOW_CHARS:  # no line of these closes the window
+                self.parts.append(text if text is not None else "\n".join(lines))
+                self.count += len(lines)
+                self.chars += n
+                return
+            acc = self.chars
+            for i, line in enumerate(lines):
+                acc += len(line) + 1
+                if acc >= WINDOW_CHARS:
+                    break
+            self.parts.append("\n".join(lines[:i + 1]))
+            self.count += i + 1
+            self.chars = acc
+            self.flush()
+            lines, text = lines[i + 1:], None
 
     def flush(self) -> None:
-        if not self.lines:
+        if not self.count:
             return
-        text = "\n".join(self.lines)
+        text = "\n".join(self.parts)
+        self.parts = []
         off = self.start - 1
         self.windows += 1
         for e in parse_fallback_logs(text):
@@ -128,30 +158,45 @@ class _Windowed:
             if isinstance(v, dict) and "line_no" in v:
                 v = dict(v, line_no=v["line_no"] + off)
             self.scan.rknn[k] = v
-        self.start += len(self.lines)
-        self.lines, self.chars = [], 0
+        self.start += self.count
+        self.count, self.chars = 0, 0
 
 
-def scan_one(name: str, lines: Iterable[str], signatures: Iterable[Any],
+_SCANNERS: Dict[Tuple[str, ...], LineNeedles] = {}
+
+
+def scan_one(name: str, chunks: Iterable[List[str]], signatures: Iterable[Any],
              catalogs: Optional[Any]) -> LogScan:
-    """One pass over the lines of one log, every consumer fed from it."""
+    """One pass over one log given as lists of consecutive lines (host.logstream chunks),
+    every consumer fed from it: one needle scan of each chunk serves the signatures and the
+    catalogs (catalog.chunkmatch)."""
     scan = LogScan(name)
     sig = SignatureMatcher(signatures, "runtime", name)
     win = _Windowed(scan)
-
-    def fan_out() -> Iterator[str]:
-        for start, block in blocks(lines):
-            sig.feed(block, start)
-            win.feed(block, start)
-            scan.lines += len(block)
-            yield from block
-
+    run = None
+    needles = set(sig.needles)
     if catalogs is not None:
+        from ..catalog.chunkmatch import LogClassifier
+
         # a saved syslog or kern.log carries kernel messages too
-        scan.catalog_events = catalogs.match_lines(fan_out(), name, ("kernel", "runtime"), "runtime")
-    else:
-        for _ in fan_out():
-            pass
+        run = LogClassifier(catalogs, name, ("kernel", "runtime"), "runtime")
+        needles.update(run.needles.needles)
+    key = tuple(sorted(needles))
+    scanner = _SCANNERS.get(key)
+    if scanner is None:
+        scanner = _SCANNERS[key] = LineNeedles(key)
+    for lines in chunks:
+        if not lines:
+            continue
+        text = "\n".join(lines)
+        hits = scanner.scan(text.lower())
+        sig.feed_scanned(lines, scan.lines + 1, hits)
+        win.feed(lines, text)
+        if run is not None:
+            run.feed(lines, text, hits)
+        scan.lines += len(lines)
+    if run is not None:
+        scan.catalog_events = run.finish()
     win.flush()
     scan.fallback_entries.sort(key=lambda e: (e["line_no"], e["runtime"]))
     scan.signature_events = sig.events
@@ -194,11 +239,11 @@ def scan_logs(host: Any, signatures: Iterable[Any], catalogs: Optional[Any]) -> 
         scans: List[LogScan] = []
         if files is None:  # a host that only hands over texts
             for name, text in host.logs():
-                scans.append(scan_one(name, text.splitlines(), signatures, catalogs))
+                scans.append(scan_one(name, [text.splitlines()], signatures, catalogs))
         else:
             for name, path, strict in files:
                 try:
-                    scans.append(scan_one(name, _checked(iter_log_lines(path, strict)), signatures,
+                    scans.append(scan_one(name, _checked(iter_log_chunks(path, strict)), signatures,
                                           catalogs))
                 except HostError:
                     if strict:
@@ -208,9 +253,9 @@ def scan_logs(host: Any, signatures: Iterable[Any], catalogs: Optional[Any]) -> 
     return copy.deepcopy(scans)  # each probe gets its own events to put in its facts
 
 
-def _checked(lines: Iterator[str]) -> Iterator[str]:
-    """Lines of a log; an OSError while reading becomes HostError (a probe error)."""
+def _checked(chunks: Iterator[List[str]]) -> Iterator[List[str]]:
+    """Chunks of a log; an OSError while reading becomes HostError (a probe error)."""
     try:
-        yield from lines
+        yield from chunks
     except OSError as e:
         raise HostError(getattr(e, "filename", None) or "log", e.strerror or str(e)) from None

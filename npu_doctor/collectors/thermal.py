@@ -15,12 +15,13 @@ import re
 from typing import Dict, Optional, Tuple
 
 from ..errors import AccessDenied, HostError, NotFound
+from ..lazyregex import lazy
 from ..parsers.thermal import build_zone, parse_int
 from ..probes import NoData, ProbeContext
 from ..registry import collector
 
 THERMAL_CLASS = "/sys/class/thermal"
-_ZONE_ATTR_RE = re.compile(r"^(type|temp|mode|policy|trip_point_\d+_(?:type|temp|hyst))$")
+_ZONE_ATTR_RE = lazy(r"^(type|temp|mode|policy|trip_point_\d+_(?:type|temp|hyst))$")
 
 
 def read_attr_err(ctx: ProbeContext, path: str) -> Tuple[Optional[str], Optional[str]]:

@@ -24,11 +24,12 @@ from ..facts import Facts
 from ..probes import ProbeResult
 from ..rules import Finding, RuleSet, evaluate, filter_findings, load_rules
 from .report import run_lines, runs
+from ..lazyregex import lazy
 
 DEEP_RULES = ("inference-on-cpu", "accelerator-counter-idle", "first-inference-slow",
               "accelerator-slower-than-cpu", "probe-failed")
-_SHAPE_RE = re.compile(r"^[^=]+=\d+(,\d+)*$")
-_VALUE_RE = re.compile(r"^[^=]+=-?[0-9.eE+-]+(,-?[0-9.eE+-]+)*$")
+_SHAPE_RE = lazy(r"^[^=]+=\d+(,\d+)*$")
+_VALUE_RE = lazy(r"^[^=]+=-?[0-9.eE+-]+(,-?[0-9.eE+-]+)*$")
 
 
 @dataclass

@@ -21,7 +21,6 @@ Device names are fact-path keys: a '.' becomes '_' (OpenVINO `GPU.0` -> `GPU_0`)
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -32,6 +31,7 @@ from ..probes import ProbeResult
 from .counters import Sampler, counter_for
 from .probe_model import PROBE_MODEL
 from .sandbox import DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT_S, app_interpreter, spawn
+from ..lazyregex import lazy
 
 CPU_DEVICES = {"CPUExecutionProvider", "CPU", "cpu", "XnnpackExecutionProvider",
                "DnnlExecutionProvider", "ACLExecutionProvider", "ArmNNExecutionProvider"}
@@ -45,7 +45,7 @@ DEVICE_VENDOR = {
 NO_AS_LIMIT = {"CUDAExecutionProvider", "TensorrtExecutionProvider", "ROCMExecutionProvider",
                "MIGraphXExecutionProvider", "cuda", "npu", "CANNExecutionProvider", "GPU"}
 RUNNABLE = ("onnxruntime", "openvino", "torch")   # with the built-in probe model
-_ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
+_ANSI_RE = lazy(r"\x1b\[[0-9;]*m")
 WARM_RUNS = 20
 ACCEL_MIN_WARM_S = 1.0   # long enough for utilisation gauges sampled over ~1/6-1 s to see it
 
@@ -110,8 +110,8 @@ def run_plan(plan: Plan, host: Host, facts: Facts, python: str, model: str,
                     limit_address_space=plan.device.split(".")[0] not in NO_AS_LIMIT)
     res = sub.result or {}
     rec: Dict[str, Any] = {"requested": plan.device, "kind": plan.kind,
-                           "runtime_offers_accelerator": plan.offers_accelerator,
-                           "model": model, "python": python, "wall_s": round(sub.wall_s, 3)}
+                     "runtime_offers_accelerator": plan.offers_accelerator,
+                     "model": model, "python": python, "wall_s": round(sub.wall_s, 3)}
     if plan.vendor is not None:
         rec["vendor"] = plan.vendor
     if sub.peak_rss_bytes is not None:
@@ -165,7 +165,7 @@ def _placement(rec: Dict[str, Any], nodes: Optional[List[Dict[str, Any]]]) -> No
     rec.update({"placed_on": placed, "ops_total": len(ops), "ops_on_cpu": len(cpu),
                 "cpu_ops": [f"{n['op']} ({n['node']})" for n in cpu],
                 "nodes": [{k: n[k] for k in ("node", "op", "device", "internal") if n.get(k) is not None
-                           and (k != "internal" or n[k])} for n in nodes]})
+                     and (k != "internal" or n[k])} for n in nodes]})
 
 
 def _compare_with_cpu(records: Dict[str, Dict[str, Dict[str, Any]]]) -> None:
@@ -193,7 +193,7 @@ def deep_runs(host: Host, facts: Facts, python: Optional[str] = None, model: Opt
     runtimes, failure = discover(python, timeout_s)
     if failure:
         rows.append(ProbeResult("deep", "error", f"{python}: {failure}", "failed",
-                                time.monotonic() - start, area="deep"))
+                          time.monotonic() - start, area="deep"))
         return out, rows
     usable = {"probe": ("onnxruntime", "openvino", "torch", "tflite", "rknn_toolkit_lite2", "hailort"),
               "onnx": ("onnxruntime", "openvino"), "openvino-ir": ("openvino",),

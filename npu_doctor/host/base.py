@@ -12,14 +12,14 @@ Errors are the typed `HostError`s of `npu_doctor.errors`.
 
 from __future__ import annotations
 
-import fnmatch
 import io
 import posixpath
-import re
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import HostError
+from ..lazyregex import lazy
+from ..namematch import filter_names
 
 #: Largest command output kept, per stream (bytes). A vendor tool that floods stdout is cut.
 OUTPUT_CAP_BYTES = 4 * 1024 * 1024
@@ -72,8 +72,8 @@ class Identity:
     source: str = ""
 
 
-_ID_RE = re.compile(r"(uid|gid|groups)=([^ ]+)")
-_ID_ITEM_RE = re.compile(r"(\d+)(?:\(([^)]*)\))?")
+_ID_RE = lazy(r"(uid|gid|groups)=([^ ]+)")
+_ID_ITEM_RE = lazy(r"(\d+)(?:\(([^)]*)\))?")
 
 
 def parse_id_output(text: str) -> Identity:
@@ -141,6 +141,13 @@ class Host:
         """StatInfo of a path, following symlinks, or None if it does not exist."""
         raise NotImplementedError
 
+    def may_block(self) -> bool:
+        """Whether a read or command can wait on something outside this process (a tool, a
+        device, a hung command): then probes run in threads, each with its timeout. A host
+        that only reads files of its own (a snapshot without a hung command) runs them one
+        after another, which is faster than threads taking turns on the GIL."""
+        return True
+
     def run(self, argv: Sequence[str], timeout: float = 10.0) -> CommandResult:
         """Run argv (no shell) with a timeout in seconds. Raises CommandNotFound."""
         raise NotImplementedError
@@ -186,8 +193,10 @@ class Host:
         except HostError:
             return None
 
-    def glob(self, pattern: str) -> List[str]:
-        """Absolute host paths matching a shell pattern (`*`, `?`, `[..]` per component)."""
+    def glob(self, pattern: str, listings: Optional[Dict[str, List[str]]] = None) -> List[str]:
+        """Absolute host paths matching a shell pattern (`*`, `?`, `[..]` per component).
+        `listings` ({dir: names}, filled as it goes) lets many patterns over the same
+        directories list each once (ten SDK globs in /usr/lib/x86_64-linux-gnu)."""
         parts = [p for p in pattern.split("/") if p]
         found = ["/"]
         for part in parts:
@@ -195,11 +204,15 @@ class Host:
             magic = any(c in part for c in "*?[")
             for base in found:
                 if magic:
-                    try:
-                        names = self.listdir(base)
-                    except HostError:
-                        continue
-                    nxt.extend(posixpath.join(base, n) for n in fnmatch.filter(names, part)
+                    names = listings.get(base) if listings is not None else None
+                    if names is None:
+                        try:
+                            names = self.listdir(base)
+                        except HostError:
+                            names = []
+                        if listings is not None:
+                            listings[base] = names
+                    nxt.extend(posixpath.join(base, n) for n in filter_names(names, part)
                                if not n.startswith(".") or part.startswith("."))
                 else:
                     cand = posixpath.join(base, part)

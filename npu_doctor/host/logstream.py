@@ -18,8 +18,10 @@ from ..safeio import open_regular
 
 #: What str.splitlines() breaks lines at.
 _BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
-#: Bytes read (and decompressed) at a time.
-CHUNK_BYTES = 1 << 20
+#: Bytes read (and decompressed) at a time: the lines of one chunk are what the log consumers
+#: get at once (collectors.logscan: one needle scan per chunk); 256 KiB keeps a chunk's text,
+#: lower-cased copy and line list at a few MB.
+CHUNK_BYTES = 1 << 18
 
 
 def open_log(path: str, strict: bool = False) -> BinaryIO:
@@ -78,6 +80,15 @@ def _chunks(stream: BinaryIO) -> Iterator[bytes]:
 def iter_log_lines(path: str, strict: bool = False) -> Iterator[str]:
     """Every line of the log at `path` (a local file), as str.splitlines() of its whole
     decoded text would give them. Raises HostError when it cannot be opened (open_log)."""
+    for lines in iter_log_chunks(path, strict):
+        yield from lines
+
+
+def iter_log_chunks(path: str, strict: bool = False) -> Iterator[List[str]]:
+    """The lines of the log at `path` in lists, one per chunk of about CHUNK_BYTES read: their
+    concatenation is str.splitlines() of the whole decoded text (a line cut by a chunk seam,
+    a CRLF pair included, goes whole into the next list). Raises HostError when the file
+    cannot be opened (open_log); an OSError while reading propagates."""
     stream = open_log(path, strict)
     try:
         chunks = _chunks(stream)
@@ -98,10 +109,11 @@ def iter_log_lines(path: str, strict: bool = False) -> Iterator[str]:
             # the last piece continues in the next chunk unless a line break ends the text
             carry = lines.pop() if lines and text[-1] not in _BREAKS else ""
             carry += hold
-            yield from lines
+            if lines:
+                yield lines
         tail = carry + dec.decode(b"", final=True)
         if tail:
-            yield from tail.splitlines()
+            yield tail.splitlines()
     finally:
         stream.close()
 

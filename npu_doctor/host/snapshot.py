@@ -1,28 +1,24 @@
-"""SnapshotHost: a snapshot directory or `.tar.gz` (docs/architecture.md, "Contract: snapshot
-format") read as if it were the machine it was captured on."""
+"""SnapshotHost: a snapshot read as if it were the machine it was captured on."""
 
 from __future__ import annotations
 
 import os
 import posixpath
-import re
 import stat as stat_mod
 import time
-import tempfile
 from typing import Any, BinaryIO, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import AccessDenied, CommandNotFound, HostError, NotFound, SnapshotError
 from ..tomlcompat import tomllib
 from .base import READ_CAP_BYTES, CommandResult, Host, Identity, StatInfo, mode_allows, parse_id_output
-from .archive import extract_archive, is_tarfile
 from .logfile import decode_log
 from ..safeio import CAP_SNAPSHOT_META, NotRegularFile, loads_toml, open_regular, read_regular
+from ..lazyregex import lazy
 
-# ------------------------------------------------------------------------------------------
 # A symlink checked out by git with core.symlinks=false (or copied by a tool that does not keep
 # links) becomes a small file holding the target and no newline. sysfs is full of links, so a
 # snapshot treats such a file as the link it was.
-_LINK_STUB_RE = re.compile(r"^(?:\.\.?/|/)?[\w.:+@,-]+(?:/[\w.:+@,-]+)*/?$")
+_LINK_STUB_RE = lazy(r"^(?:\.\.?/|/)?[\w.:+@,-]+(?:/[\w.:+@,-]+)*/?$")
 
 
 class SnapshotHost(Host):
@@ -35,18 +31,19 @@ class SnapshotHost(Host):
     source = "snapshot"
 
     def __init__(self, path: str, extra_logs: Sequence[str] = ()) -> None:
-        self.path = path
-        self.extra_logs = list(extra_logs)
-        self._tmp: Optional[tempfile.TemporaryDirectory] = None
+        self.path, self.extra_logs = path, list(extra_logs)
+        self._tmp: Optional[Any] = None  # a tempfile.TemporaryDirectory for an archive
         self._stub_cache: Dict[str, Tuple[Tuple[int, int], Optional[str]]] = {}
         if not os.path.exists(path):
             raise SnapshotError(f"snapshot {path}: no such file or directory")
         if os.path.isdir(path):
             self.root = os.path.abspath(path)
-        elif is_tarfile(path) or path.endswith((".tar.gz", ".tgz", ".tar")):
-            self._tmp, self.root = extract_archive(path)
         else:
-            raise SnapshotError(f"snapshot {path}: neither a directory nor a .tar.gz archive")
+            from .archive import extract_archive, is_tarfile  # tarfile: only for an archive
+
+            if not (path.endswith((".tar.gz", ".tgz", ".tar")) or is_tarfile(path)):
+                raise SnapshotError(f"snapshot {path}: neither a directory nor a .tar.gz archive")
+            self._tmp, self.root = extract_archive(path)
         self.fs = os.path.join(self.root, "fs")
         self.log_dir = os.path.join(self.root, "logs")  # streamed by Host.log_files
         for sub in ("fs", "logs"):
@@ -320,6 +317,9 @@ class SnapshotHost(Host):
         self._commands_cache = (mtime, cmds)
         return cmds
 
+    def may_block(self) -> bool:  # only a command recorded as hung waits
+        return any(c.get("timed_out") or c.get("sleep_s") for c in self._commands())
+
     def run(self, argv: Sequence[str], timeout: float = 10.0) -> CommandResult:
         argv = [str(a) for a in argv]
         for c in self._commands():
@@ -395,5 +395,6 @@ class SnapshotHost(Host):
 
     def close(self) -> None:
         if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
+            self._tmp, tmp = None, self._tmp
+            tmp.cleanup()
+

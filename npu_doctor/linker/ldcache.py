@@ -3,10 +3,11 @@ old `ld.so-1.7.0` layout, as written by `ldconfig`, glibc `elf/cache.c`) and, in
 without that file, the canonical `ldconfig -p` output."""
 
 
-import re
 import struct
 from dataclasses import dataclass
 from typing import List, Optional
+
+from ..lazyregex import lazy
 
 CACHE_FILE = "/etc/ld.so.cache"
 LDCONFIG_P = ["ldconfig", "-p"]
@@ -43,7 +44,7 @@ _TAG_FLAGS = {
     "nan2008": 0x0C00, "N32,nan2008": 0x0D00, "64bit,nan2008": 0x0E00, "double-float": 0x1000,
 }
 
-_LDCONFIG_LINE = re.compile(r"^\s+(\S+)\s+\(([^)]*)\)\s+=>\s+(\S.*?)\s*$")
+_LDCONFIG_LINE = lazy(r"^\s+(\S+)\s+\(([^)]*)\)\s+=>\s+(\S.*?)\s*$")
 
 
 @dataclass

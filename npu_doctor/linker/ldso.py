@@ -32,7 +32,6 @@ Each SDK library is analysed as if dlopen()ed on its own.
 
 from __future__ import annotations
 
-import fnmatch
 import posixpath
 import re
 from collections import deque
@@ -41,6 +40,8 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..errors import CommandNotFound, HostError
 from ..host import Host
+from ..lazyregex import lazy
+from ..namematch import any_match
 from .elf import ElfError, ElfInfo, NotElf, read_elf
 from .ldcache import CACHE_FILE, LDCONFIG_P, CacheEntry, parse_ld_so_cache, parse_ldconfig_p
 
@@ -58,8 +59,8 @@ PLATFORMS = {"EM_X86_64": "x86_64", "EM_386": "i686", "EM_AARCH64": "aarch64", "
              "EM_RISCV": "riscv64", "EM_PPC64": "power8", "EM_S390": "z196",
              "EM_LOONGARCH": "loongarch"}
 
-_DST_RE = re.compile(r"\$(\{(ORIGIN|LIB|PLATFORM)\}|(ORIGIN|LIB|PLATFORM))")
-_GLIBC_VER = re.compile(r"^GLIBC_(\d+(?:\.\d+)+)$")
+_DST_RE = lazy(r"\$(\{(ORIGIN|LIB|PLATFORM)\}|(ORIGIN|LIB|PLATFORM))")
+_GLIBC_VER = lazy(r"^GLIBC_(\d+(?:\.\d+)+)$")
 
 
 def default_dirs(e_machine: str, elf_class: int) -> List[str]:
@@ -301,7 +302,7 @@ class Resolver:
                 if name in loaded:
                     node.resolutions[name] = Resolution(name, loaded[name], via="loaded")
                     continue
-                if any(fnmatch.fnmatchcase(name, pat) for pat in assume):
+                if any_match(name, assume):
                     node.resolutions[name] = Resolution(name, None, via="assumed")
                     continue
                 res = self.resolve(name, path, inf, inherited)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -13,6 +12,7 @@ from ..rules import Finding
 
 from .lockfile import LockfileError
 from .spec import LockPath, LockSpec, PathSpec
+from ..lazyregex import lazy
 
 
 # -- comparing -------------------------------------------------------------------------------
@@ -32,7 +32,7 @@ class Drift:
         return display_path(self.path)
 
 
-_BARE_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+_BARE_RE = lazy(r"^[A-Za-z0-9_-]+$")
 
 
 def display_path(parts: Sequence[str]) -> str:

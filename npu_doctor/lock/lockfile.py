@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from typing import Any, Dict
 
 from .. import __version__
 from ..errors import NpuDoctorError
 from ..tomlcompat import tomllib
+from ..lazyregex import lazy
 
 LOCK_SCHEMA = "npu-doctor/lock/v1"
-_SCHEMA_RE = re.compile(r"^npu-doctor/lock/v(\d+)$")
+_SCHEMA_RE = lazy(r"^npu-doctor/lock/v(\d+)$")
 
 
 class LockfileError(NpuDoctorError):

@@ -3,11 +3,11 @@ hashes."""
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..namematch import any_match
 from .. import __version__
 from ..errors import HostError
 from ..facts import Facts
@@ -155,4 +155,4 @@ def python_packages(facts: Facts, host: Host, spec: LockSpec) -> Dict[str, str]:
     else:
         return scan_python_packages(host, spec.python_packages)
     return {k: v for k, v in sorted(items.items())
-            if any(fnmatch.fnmatchcase(k, p) for p in spec.python_packages)}
+            if any_match(k, spec.python_packages)}

@@ -12,9 +12,9 @@ A module is pinned when it is
 
 from __future__ import annotations
 
-import fnmatch
 from typing import Any, Dict, Iterable, Set
 
+from ..namematch import any_match
 from ..host import Host
 
 
@@ -67,7 +67,7 @@ def accelerator_modules(facts: Dict[str, Any], host: Host, also: Iterable[str] =
     pats = [_norm(p) for p in also]
     drivers = facts.get("drivers") or {}
     if isinstance(drivers, dict):
-        keep |= {_norm(m) for m in drivers if any(fnmatch.fnmatchcase(_norm(m), p) for p in pats)}
+        keep |= {_norm(m) for m in drivers if any_match(_norm(m), pats)}
     return keep
 
 

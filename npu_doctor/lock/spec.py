@@ -10,6 +10,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import ConfigError
 from ..rules import SEVERITIES
+from ..lazyregex import lazy
 
 SPEC_SCHEMA = "npu-doctor/lockspec/v1"
 DRIFT_KINDS = ("changed", "removed", "added")
@@ -54,7 +55,7 @@ def default_spec_path() -> str:
     return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lockspec.toml")
 
 
-_TOKEN_RE = re.compile(r"\[\*\]|\[\d+\]|[^.\[\]]+")
+_TOKEN_RE = lazy(r"\[\*\]|\[\d+\]|[^.\[\]]+")
 
 
 def _pattern_tokens(pattern: str) -> List[str]:

@@ -21,11 +21,12 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from .. import versions
+from ..lazyregex import lazy
 from ..registry import parser
 
-_VERSION_LINE = re.compile(r"npu-smi\s+(?P<tool>\S+)\s+Version:\s*(?P<drv>\S+)", re.I)
-_DCMI_RET = re.compile(r"ret(?:\s+is|\s*code)?\s*[:=]?\s*(?P<code>-\d{4,5})", re.I)
-_BUS_ID = re.compile(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$")
+_VERSION_LINE = lazy(r"npu-smi\s+(?P<tool>\S+)\s+Version:\s*(?P<drv>\S+)", re.I)
+_DCMI_RET = lazy(r"ret(?:\s+is|\s*code)?\s*[:=]?\s*(?P<code>-\d{4,5})", re.I)
+_BUS_ID = lazy(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$")
 
 #: DCMI return codes seen in npu-smi / device-plugin failures, and what they mean for us.
 #: kind: busy -> device-busy; init -> runtime-init-failed.
@@ -291,7 +292,7 @@ def parse_range_list(text: str) -> List[Tuple[str, Optional[str]]]:
     return out
 
 
-_VRC = re.compile(r"^(V\d+R\d+C\d+)", re.I)
+_VRC = lazy(r"^(V\d+R\d+C\d+)", re.I)
 
 
 def in_range_list(version: str, ranges: List[Tuple[str, Optional[str]]]) -> Optional[bool]:

@@ -18,14 +18,15 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, Optional, Tuple
 
+from ..lazyregex import lazy
 from ..registry import parser
 
-_COMPILER = re.compile(r"Edge TPU Compiler version\s+(?P<v>\d+(?:\.\d+)+)", re.I)
-_RUNTIME_LEVEL = re.compile(r"RuntimeVersion\((?P<n>\d+)\)")
-_PKG_RUNTIME = re.compile(r"Package requires runtime version \((?P<package>\d+)\), which is newer "
-                          r"than this runtime version \((?P<runtime>\d+)\)")
-_DKMS_HEADER = re.compile(r"DKMS make\.log for (?P<module>[\w.-]+?)-(?P<version>[\d.]+[\w.-]*) for "
-                          r"kernel (?P<kernel>\S+?)(?:\s*\((?P<arch>[\w-]+)\))?\s*$")
+_COMPILER = lazy(r"Edge TPU Compiler version\s+(?P<v>\d+(?:\.\d+)+)", re.I)
+_RUNTIME_LEVEL = lazy(r"RuntimeVersion\((?P<n>\d+)\)")
+_PKG_RUNTIME = lazy(r"Package requires runtime version \((?P<package>\d+)\), which is newer "
+                    r"than this runtime version \((?P<runtime>\d+)\)")
+_DKMS_HEADER = lazy(r"DKMS make\.log for (?P<module>[\w.-]+?)-(?P<version>[\d.]+[\w.-]*) for "
+                    r"kernel (?P<kernel>\S+?)(?:\s*\((?P<arch>[\w-]+)\))?\s*$")
 
 
 @parser("edgetpu_compiler_version")

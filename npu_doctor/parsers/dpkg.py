@@ -7,9 +7,9 @@ left) print an empty version. Source: dpkg-query(1), "--show" and "--showformat"
 
 from __future__ import annotations
 
-import fnmatch
 from typing import Dict, Iterable, List
 
+from ..namematch import name_patterns
 from ..registry import parser
 
 
@@ -41,9 +41,8 @@ def parse_dpkg_query(text: str) -> Dict[str, str]:
 
 def select(packages: Dict[str, str], patterns: Iterable[str]) -> List[Dict[str, str]]:
     """[{name, version}] of the packages whose name matches any shell pattern, sorted by name."""
-    pats = list(patterns)
-    return [{"name": n, "version": v} for n, v in sorted(packages.items())
-            if any(fnmatch.fnmatchcase(n, p) for p in pats)]
+    pats = name_patterns(patterns)
+    return [{"name": n, "version": v} for n, v in sorted(packages.items()) if pats.match(n)]
 
 
 def upstream_version(deb_version: str) -> str:

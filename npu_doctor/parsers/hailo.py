@@ -16,6 +16,7 @@ import re
 from typing import Any, Dict, Optional
 
 from .. import versions
+from ..lazyregex import lazy
 from ..registry import parser
 
 #: HailoRT's status for a driver/library mismatch; hailortcli exits with it.
@@ -31,10 +32,10 @@ _KEYS = {
     "part number": "part_number",
     "product name": "product_name",
 }
-_DRV_LIB = re.compile(r"Driver version \((?P<driver>[0-9][0-9.]*)\) is different from library "
-                      r"version \((?P<library>[0-9][0-9.]*)\)")
-_STATUS = re.compile(r"status\s*[=:]?\s*(?P<name>HAILO_[A-Z_]+)\s*\((?P<code>\d+)\)")
-_FW_HOST = re.compile(r"Unsupported firmware operation\. Host: (?P<host>[0-9.]+), Device: (?P<device>[0-9.]+)")
+_DRV_LIB = lazy(r"Driver version \((?P<driver>[0-9][0-9.]*)\) is different from library "
+                r"version \((?P<library>[0-9][0-9.]*)\)")
+_STATUS = lazy(r"status\s*[=:]?\s*(?P<name>HAILO_[A-Z_]+)\s*\((?P<code>\d+)\)")
+_FW_HOST = lazy(r"Unsupported firmware operation\. Host: (?P<host>[0-9.]+), Device: (?P<device>[0-9.]+)")
 
 
 @parser("hailo_identify")

@@ -23,19 +23,20 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional
 
+from ..lazyregex import lazy
 from ..registry import parser
 
 _PCI = r"([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])"
-_PREFIX_RE = re.compile(r"intel_vpu\s+" + _PCI + r":")
-_FW_LOADED_RE = re.compile(r"\[drm\] Firmware:\s*(\S+?),\s*version:\s*(.+?)\s*$")
-_INIT_RE = re.compile(r"\[drm\] Initialized intel_vpu (\d+\.\d+\.\d+)(?: (\d{8}))? for " + _PCI +
-                      r" on minor (\d+)")
-_FW_FAIL_NAME_RE = re.compile(r"firmware: failed to load (\S+) \((-?\d+)\)|"
-                              r"Direct firmware load for (\S+) failed with error (-?\d+)")
-_FW_REQUEST_RE = re.compile(r"ivpu_fw_request\(\): Failed to request firmware:\s*(-?\d+)")
-_PROBE_OLD_RE = re.compile(r"intel_vpu: probe of " + _PCI + r" failed with error (-?\d+)")
-_PROBE_NEW_RE = re.compile(r"probe with driver intel_vpu failed with error (-?\d+)")
-_ERROR_RE = re.compile(r"\*ERROR\*\s*(.*)$")
+_PREFIX_RE = lazy(r"intel_vpu\s+" + _PCI + r":")
+_FW_LOADED_RE = lazy(r"\[drm\] Firmware:\s*(\S+?),\s*version:\s*(.+?)\s*$")
+_INIT_RE = lazy(r"\[drm\] Initialized intel_vpu (\d+\.\d+\.\d+)(?: (\d{8}))? for " + _PCI +
+                r" on minor (\d+)")
+_FW_FAIL_NAME_RE = lazy(r"firmware: failed to load (\S+) \((-?\d+)\)|"
+                        r"Direct firmware load for (\S+) failed with error (-?\d+)")
+_FW_REQUEST_RE = lazy(r"ivpu_fw_request\(\): Failed to request firmware:\s*(-?\d+)")
+_PROBE_OLD_RE = lazy(r"intel_vpu: probe of " + _PCI + r" failed with error (-?\d+)")
+_PROBE_NEW_RE = lazy(r"probe with driver intel_vpu failed with error (-?\d+)")
+_ERROR_RE = lazy(r"\*ERROR\*\s*(.*)$")
 
 
 def _dev(by_pci: Dict[str, Dict[str, Any]], pci: str) -> Dict[str, Any]:
@@ -113,7 +114,7 @@ def parse_kernel_log(text: str) -> Dict[str, Dict[str, Any]]:
 
 #: Version string inside a firmware blob: `20240611*MTL_CLIENT_SILICON-release*0003*...` or
 #: `Mar  5 2026*NPU40xx*ci_tag_...` (linux-npu-driver release notes, `strings vpu_37xx_v1.bin`).
-FW_BLOB_RE = re.compile(
+FW_BLOB_RE = lazy(
     rb"((?:20\d{6}|[A-Z][a-z]{2} [ \d]\d \d{4})\*[A-Za-z0-9_]+[A-Za-z0-9_+\-]*\*[\x21-\x7e]{4,200})")
 
 
@@ -127,7 +128,7 @@ def firmware_blob_version(data: bytes) -> Optional[str]:
     return m.group(1).decode("ascii", "replace") if m else None
 
 
-_DEB_UD_RE = re.compile(r"^(?:\d+:)?(\d+\.\d+\.\d+)\.(\d{8})-(\S+)$")
+_DEB_UD_RE = lazy(r"^(?:\d+:)?(\d+\.\d+\.\d+)\.(\d{8})-(\S+)$")
 
 
 def split_package_version(deb_version: str) -> Dict[str, str]:

@@ -18,10 +18,11 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, Optional
 
+from ..lazyregex import lazy
 from ..registry import parser
 
-_REL_RE = re.compile(r"#?\s*R(?P<release>\d+)\s*\((?P<kind>\w+)\),\s*REVISION:\s*(?P<revision>\d+(?:\.\d+)*)"
-                     r"(?P<rest>.*)$", re.M)
+_REL_RE = lazy(r"#?\s*R(?P<release>\d+)\s*\((?P<kind>\w+)\),\s*REVISION:\s*(?P<revision>\d+(?:\.\d+)*)"
+               r"(?P<rest>.*)$", re.M)
 
 
 @parser("nv_tegra_release")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..lazyregex import lazy
 from ..registry import parser
 from .nvidia_versions import (  # noqa: F401
     nvidia_upgrades,
@@ -35,9 +36,9 @@ from .nvidia_versions import (  # noqa: F401
     parse_proc_driver_version,
 )
 
-_KV_RE = re.compile(r"^(\S.*?)\s+:\s?(.*)$")
-_GPU_HDR_RE = re.compile(r"^GPU\s+([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]+)\s*$")
-_NUM_RE = re.compile(r"^(-?\d+(?:\.\d+)?)\s*([A-Za-z%]*)")
+_KV_RE = lazy(r"^(\S.*?)\s+:\s?(.*)$")
+_GPU_HDR_RE = lazy(r"^GPU\s+([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]+)\s*$")
+_NUM_RE = lazy(r"^(-?\d+(?:\.\d+)?)\s*([A-Za-z%]*)")
 
 #: PCIe generation -> transfer rate per lane in GT/s (PCI-SIG base specs 1.0 ... 6.0).
 PCIE_GEN_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
@@ -48,15 +49,15 @@ THERMAL_REASONS = ("HW Thermal Slowdown", "SW Thermal Slowdown")
 #: NVML failure lines nvidia-smi prints instead of its report -> (kind, what it means).
 #: Sources: nvidia-smi(1) RETURN VALUE; nvml.h nvmlReturn_t strings.
 FAILURES: List[Tuple["re.Pattern[str]", str]] = [
-    (re.compile(r"Failed to initialize NVML:\s*Driver/library version mismatch", re.I), "version-mismatch"),
-    (re.compile(r"NVML library version:\s*\S+", re.I), "version-mismatch"),
-    (re.compile(r"couldn't communicate with the NVIDIA driver", re.I), "driver-not-loaded"),
-    (re.compile(r"Failed to initialize NVML:\s*Driver Not Loaded", re.I), "driver-not-loaded"),
-    (re.compile(r"Failed to initialize NVML:\s*Insufficient Permissions", re.I), "no-permission"),
-    (re.compile(r"Unable to determine the device handle for GPU\s*\S*:\s*(?:Unknown Error|GPU is lost)", re.I), "gpu-lost"),
-    (re.compile(r"\bGPU is lost\b", re.I), "gpu-lost"),
-    (re.compile(r"Failed to initialize NVML:\s*\S", re.I), "nvml-init-failed"),
-    (re.compile(r"^No devices were found", re.I | re.M), "no-devices"),
+    (lazy(r"Failed to initialize NVML:\s*Driver/library version mismatch", re.I), "version-mismatch"),
+    (lazy(r"NVML library version:\s*\S+", re.I), "version-mismatch"),
+    (lazy(r"couldn't communicate with the NVIDIA driver", re.I), "driver-not-loaded"),
+    (lazy(r"Failed to initialize NVML:\s*Driver Not Loaded", re.I), "driver-not-loaded"),
+    (lazy(r"Failed to initialize NVML:\s*Insufficient Permissions", re.I), "no-permission"),
+    (lazy(r"Unable to determine the device handle for GPU\s*\S*:\s*(?:Unknown Error|GPU is lost)", re.I), "gpu-lost"),
+    (lazy(r"\bGPU is lost\b", re.I), "gpu-lost"),
+    (lazy(r"Failed to initialize NVML:\s*\S", re.I), "nvml-init-failed"),
+    (lazy(r"^No devices were found", re.I | re.M), "no-devices"),
 ]
 
 

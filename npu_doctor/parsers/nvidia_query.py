@@ -25,9 +25,9 @@ on 590.48.01, L40S on 595.80, RTX 2080 SUPER on 595.71.05, RTX 2080 Ti on 442.19
 
 from __future__ import annotations
 
-import re
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
+from ..lazyregex import lazy
 from ..registry import parser
 from .nvidia import PCIE_GEN_GTS, THERMAL_REASONS, _thermal_limit, pci_address
 
@@ -53,10 +53,10 @@ REFRESHED = ("temperature_c", "utilization_percent", "memory_utilization_percent
              "freq.cur_hz", "performance_state", "clocks_event_reasons",
              "thermal_throttle_reasons", "pcie.cur_gen", "pcie.cur_speed_gts", "pcie.cur_width")
 
-_INVALID_RE = re.compile(r'Field "([^"]+)" is not a valid field to query')
-_FIELD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
-_UNIT_RE = re.compile(r"\s*\[[^\]]*\]$")
-_NUM_RE = re.compile(r"^(-?\d+(?:\.\d+)?)(?:\s*(?:%|W|MHz|C|MiB|us|ms))?$")
+_INVALID_RE = lazy(r'Field "([^"]+)" is not a valid field to query')
+_FIELD_RE = lazy(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+_UNIT_RE = lazy(r"\s*\[[^\]]*\]$")
+_NUM_RE = lazy(r"^(-?\d+(?:\.\d+)?)(?:\s*(?:%|W|MHz|C|MiB|us|ms))?$")
 _UNKNOWN = ("N/A", "")
 
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional
 
+from ..lazyregex import lazy
 from ..registry import parser
 
-_PROC_RE = re.compile(r"NVRM version:\s*NVIDIA UNIX\s+(?P<flavor>.*?)\s*Kernel Module(?:\s+for\s+\S+)?\s+"
-                      r"(?P<version>\d+(?:\.\d+)+)\s+(?P<date>.*)$", re.M)
+_PROC_RE = lazy(r"NVRM version:\s*NVIDIA UNIX\s+(?P<flavor>.*?)\s*Kernel Module(?:\s+for\s+\S+)?\s+"
+                r"(?P<version>\d+(?:\.\d+)+)\s+(?P<date>.*)$", re.M)
 
 
 @parser("nvidia_proc_version")
@@ -51,7 +52,7 @@ def parse_nvcc_version(text: str) -> Optional[str]:
     return m.group(1) if m else None
 
 
-_APT_UPGRADE_RE = re.compile(r"([^\s,()]+?)(?::\w+)?\s+\(([^,()]+?)(?:,\s*([^()]+?))?\)")
+_APT_UPGRADE_RE = lazy(r"([^\s,()]+?)(?::\w+)?\s+\(([^,()]+?)(?:,\s*([^()]+?))?\)")
 
 
 def nvidia_upgrades(history: str) -> List[Dict[str, Any]]:

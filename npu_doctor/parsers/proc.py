@@ -22,6 +22,7 @@ import re
 import struct
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..lazyregex import lazy
 from ..linker.arch import E_MACHINE_NAMES, arch_of
 from ..registry import parser
 
@@ -203,7 +204,7 @@ def cpu_busy_percent(first: str, second: str) -> float:
 
 
 # -- /proc/self/limits --------------------------------------------------------------------
-_LIMIT_RE = re.compile(r"^(?P<name>\S.*?)\s{2,}(?P<soft>\S+)\s+(?P<hard>\S+)(?:\s+(?P<units>\S+))?\s*$")
+_LIMIT_RE = lazy(r"^(?P<name>\S.*?)\s{2,}(?P<soft>\S+)\s+(?P<hard>\S+)(?:\s+(?P<units>\S+))?\s*$")
 
 
 @parser("proc_limits")
@@ -244,9 +245,9 @@ def parse_modules(text: str) -> List[str]:
 
 
 # -- libc ---------------------------------------------------------------------------------
-_LDD_GLIBC_RE = re.compile(r"^ldd \((?P<build>[^)]*)\) (?P<version>\d+\.\d+(?:\.\d+)?)", re.M)
-_MUSL_RE = re.compile(r"musl libc(?: \((?P<arch>[^)]+)\))?\s*(?:Version (?P<version>[\w.]+))?")
-_GLIBC_BANNER_RE = re.compile(
+_LDD_GLIBC_RE = lazy(r"^ldd \((?P<build>[^)]*)\) (?P<version>\d+\.\d+(?:\.\d+)?)", re.M)
+_MUSL_RE = lazy(r"musl libc(?: \((?P<arch>[^)]+)\))?\s*(?:Version (?P<version>[\w.]+))?")
+_GLIBC_BANNER_RE = lazy(
     rb"GNU C Library \((?P<build>[^)\n]{0,80})\) (?:stable |development |release )*"
     rb"release version (?P<version>\d+\.\d+(?:\.\d+)?)")
 

@@ -30,33 +30,34 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional
 
+from ..lazyregex import lazy
 from ..registry import parser
 
 #: `librknnrt version: 1.6.0 (9a7b5d24c@2023-12-13T17:31:11)` inside a binary (bytes).
-LIB_VERSION_RE = re.compile(
+LIB_VERSION_RE = lazy(
     rb"(librknnrt|librknnmrt|rknn_server|librknn_runtime) version: "
     rb"([0-9][0-9A-Za-z.+\-]*)(?: \(([^)\x00\n]{1,80})\))?")
 
-_RUNTIME_RE = re.compile(
+_RUNTIME_RE = lazy(
     r"(?:RKNN Runtime Information[,:]\s*)?\b(librknnrt|librknnmrt) version:\s*"
     r"([0-9][0-9A-Za-z.+\-]*)(?:\s*\(([^)]*)\))?")
-_DRIVER_RE = re.compile(r"RKNN Driver Information[,:]\s*version:\s*v?([0-9][0-9.]*[0-9])")
-_MODEL_RE = re.compile(
+_DRIVER_RE = lazy(r"RKNN Driver Information[,:]\s*version:\s*v?([0-9][0-9.]*[0-9])")
+_MODEL_RE = lazy(
     r"RKNN Model Information[,:]\s*version:\s*(\d+),\s*toolkit version:\s*([0-9][0-9A-Za-z.+\-]*?)"
     r"(?:\(|\s|,|$)")
-_LITE2_RE = re.compile(r"rknn-toolkit-lite2 version:\s*([0-9][0-9A-Za-z.+\-]*)")
-_TOOLKIT2_RE = re.compile(r"rknn-toolkit2 version:\s*([0-9][0-9A-Za-z.+\-]*)")
-_RKLLM_RE = re.compile(
+_LITE2_RE = lazy(r"rknn-toolkit-lite2 version:\s*([0-9][0-9A-Za-z.+\-]*)")
+_TOOLKIT2_RE = lazy(r"rknn-toolkit2 version:\s*([0-9][0-9A-Za-z.+\-]*)")
+_RKLLM_RE = lazy(
     r"rkllm-runtime version:\s*([0-9][0-9A-Za-z.+\-]*?),\s*rknpu driver version:\s*v?([0-9.]+[0-9])"
     r"(?:,\s*platform:\s*(\S+))?")
-_INVALID_MODEL_RE = re.compile(r"Invalid RKNN model version\s+(\d+)")
-_MISMATCH_RE = re.compile(
+_INVALID_MODEL_RE = lazy(r"Invalid RKNN model version\s+(\d+)")
+_MISMATCH_RE = lazy(
     r"Mismatch driver version,\s*(\S+) requires driver version >=\s*([0-9.]+[0-9]),\s*but you have "
     r"driver version:\s*([0-9.]+[0-9])")
-_RECOMMEND_RE = re.compile(
+_RECOMMEND_RE = lazy(
     r"Current driver version:\s*([0-9.]+[0-9]),\s*recommend to upgrade the driver to the new "
     r"version:\s*>=\s*([0-9.]+[0-9])")
-_RKLLM_LOW_RE = re.compile(r"Your rknpu driver version is too low, please upgrade to ([0-9.]+[0-9])")
+_RKLLM_LOW_RE = lazy(r"Your rknpu driver version is too low, please upgrade to ([0-9.]+[0-9])")
 
 
 def parse_lib_version(data: bytes) -> Optional[Dict[str, str]]:

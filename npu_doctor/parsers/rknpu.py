@@ -18,16 +18,16 @@ or the same names under `/proc/rknpu/` (CONFIG_ROCKCHIP_RKNPU_PROC_FS).
 
 from __future__ import annotations
 
-import re
 from typing import Any, Dict, List
 
+from ..lazyregex import lazy
 from ..registry import parser
 
-_VERSION_TOKEN_RE = re.compile(r"\s*v?(\d+(?:\.\d+)+)\b")
+_VERSION_TOKEN_RE = lazy(r"\s*v?(\d+(?:\.\d+)+)\b")
 #: Longest line looked at (the driver prints one short line; debugfs could hold anything).
 _MAX_LINE = 512
-_CORE_RE = re.compile(r"Core\s*(\d+)\s*:\s*(\d*)\s*%")
-_SINGLE_RE = re.compile(r"NPU load:\s*(\d*)\s*%")
+_CORE_RE = lazy(r"Core\s*(\d+)\s*:\s*(\d*)\s*%")
+_SINGLE_RE = lazy(r"NPU load:\s*(\d*)\s*%")
 
 
 @parser("rknpu_version")

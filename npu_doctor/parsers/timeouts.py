@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import re
 
-_TIMEOUT_RE = re.compile(r"\btime[ds]?[ -]?out\b|\btimed out\b|\betimedout\b", re.IGNORECASE)
-_OTHER_ERROR_RE = re.compile(r"\b(?:error code|errno|dcmi|not found|permission|denied|invalid|"
-                             r"mismatch|no such|failed to (?:open|init)|init(?:ialise|ialize)? failed)\b",
-                             re.IGNORECASE)
+from ..lazyregex import lazy
+
+_TIMEOUT_RE = lazy(r"\btime[ds]?[ -]?out\b|\btimed out\b|\betimedout\b", re.IGNORECASE)
+_OTHER_ERROR_RE = lazy(r"\b(?:error code|errno|dcmi|not found|permission|denied|invalid|"
+                       r"mismatch|no such|failed to (?:open|init)|init(?:ialise|ialize)? failed)\b",
+                       re.IGNORECASE)
 
 
 def says_only_timed_out(text: str) -> bool:

@@ -24,11 +24,12 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional
 
+from ..lazyregex import lazy
 from ..registry import parser
 
-_KV_RE = re.compile(r"^\s+([A-Za-z][A-Za-z0-9 /_()\-]*?)\s*:\s*(.*?)\s*$")
-_BDF_RE = re.compile(r"\[([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\]")
-_HEADER_RE = re.compile(r"^(XRT build version|Build hash|Build date|Git branch|PID|UID|HOST|EXE):\s*(.*?)\s*$")
+_KV_RE = lazy(r"^\s+([A-Za-z][A-Za-z0-9 /_()\-]*?)\s*:\s*(.*?)\s*$")
+_BDF_RE = lazy(r"\[([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\]")
+_HEADER_RE = lazy(r"^(XRT build version|Build hash|Build date|Git branch|PID|UID|HOST|EXE):\s*(.*?)\s*$")
 _UNKNOWN = ("unknown", "n/a", "")
 
 
@@ -146,17 +147,17 @@ def parse_examine(text: str) -> Dict[str, Any]:
 
 
 _PCI = r"([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])"
-_PREFIX_RE = re.compile(r"amdxdna\s+" + _PCI + r":")
-_INIT_RE = re.compile(r"\[drm\] Initialized amdxdna(?:_accel_driver)? (\d+\.\d+\.\d+)(?: \d{8})? for "
-                      + _PCI + r" on minor (\d+)")
-_PROBE_RE = re.compile(r"probe with driver amdxdna failed with error (-?\d+)")
-_PROBE_OLD_RE = re.compile(r"amdxdna: probe of " + _PCI + r" failed with error (-?\d+)")
-_MBOX_RE = re.compile(r"Invalid mbox magic (0x[0-9a-fA-F]+)")
-_NOT_ALIVE_RE = re.compile(r"firmware is not alive")
-_FW_REQUEST_RE = re.compile(r"failed to request_firmware (\S+), ret (-?\d+)")
-_PROTOCOL_RE = re.compile(r"Incompatible firmware protocol major (\d+) minor (\d+)")
-_VALIDATE_RE = re.compile(r"failed to validate fw, ret (-?\d+)")
-_ERROR_RE = re.compile(r"\*ERROR\*\s*(.*)$")
+_PREFIX_RE = lazy(r"amdxdna\s+" + _PCI + r":")
+_INIT_RE = lazy(r"\[drm\] Initialized amdxdna(?:_accel_driver)? (\d+\.\d+\.\d+)(?: \d{8})? for "
+                + _PCI + r" on minor (\d+)")
+_PROBE_RE = lazy(r"probe with driver amdxdna failed with error (-?\d+)")
+_PROBE_OLD_RE = lazy(r"amdxdna: probe of " + _PCI + r" failed with error (-?\d+)")
+_MBOX_RE = lazy(r"Invalid mbox magic (0x[0-9a-fA-F]+)")
+_NOT_ALIVE_RE = lazy(r"firmware is not alive")
+_FW_REQUEST_RE = lazy(r"failed to request_firmware (\S+), ret (-?\d+)")
+_PROTOCOL_RE = lazy(r"Incompatible firmware protocol major (\d+) minor (\d+)")
+_VALIDATE_RE = lazy(r"failed to validate fw, ret (-?\d+)")
+_ERROR_RE = lazy(r"\*ERROR\*\s*(.*)$")
 
 
 @parser("amdxdna_kernel_log")

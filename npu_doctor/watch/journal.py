@@ -15,10 +15,11 @@ here with their fields, so `journalctl NPU_DOCTOR_EVENT=throttling-start` or
 from __future__ import annotations
 
 import os
-import re
 import socket
 import struct
 from typing import TYPE_CHECKING, Dict, Optional
+
+from ..lazyregex import lazy
 
 if TYPE_CHECKING:  # pragma: no cover
     from .events import Event
@@ -46,7 +47,7 @@ MESSAGE_IDS = {
     "textfile-cleared": "fd12fce2c26b400fba8d5131745b4303",
 }
 
-_BAD_NAME = re.compile(r"[^A-Z0-9_]")
+_BAD_NAME = lazy(r"[^A-Z0-9_]")
 
 
 def field_name(key: str) -> str:

@@ -4,15 +4,15 @@ readers, and the attributes every device has (driver, numa node, power, PCIe lin
 from __future__ import annotations
 
 import posixpath
-import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from ...errors import HostError
 from ...host import Host
+from ...lazyregex import lazy
 from ...probes import ProbeContext
 
-_SPEED_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*GT/s")
-_INDEX_RE = re.compile(r"(\d+)$")
+_SPEED_RE = lazy(r"([0-9]+(?:\.[0-9]+)?)\s*GT/s")
+_INDEX_RE = lazy(r"(\d+)$")
 
 # -- small readers ---------------------------------------------------------------------
 def _int(text: Optional[str]) -> Optional[int]:

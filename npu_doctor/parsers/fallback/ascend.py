@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 from typing import List, Optional
 
+from ...lazyregex import lazy
 from ...registry import parser
 from .common import Entry, _entry, log_lines, strip_prefix
 
 # -- Ascend AICPU --------------------------------------------------------------------------
-_AICPU_KERNEL_RE = re.compile(r"kernel \[(?P<op>[\w.:\-]+)\][^\n]*?running on AiCpu", re.IGNORECASE)
-_CSV_SPLIT_RE = re.compile(r",")
+_AICPU_KERNEL_RE = lazy(r"kernel \[(?P<op>[\w.:\-]+)\][^\n]*?running on AiCpu", re.IGNORECASE)
+_CSV_SPLIT_RE = lazy(r",")
 _CSV_OP_COLS = ("op type", "type")
 _CSV_CORE_COLS = ("core type", "task type", "accelerator core")
 

@@ -3,25 +3,31 @@ carriage-return progress, timestamps, `[rankN]:` prefixes)."""
 
 from __future__ import annotations
 
-import re
 from typing import Any, Dict, List, Optional
+
+from ...lazyregex import lazy
 
 Entry = Dict[str, Any]
 
 MAX_LINE = 300
 
 # -- cleaning ------------------------------------------------------------------------------
-_ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Za-z0-9]|\x1b[=>]")
+_ANSI_RE = lazy(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Za-z0-9]|\x1b[=>]")
 _PREFIX_RES = [
-    re.compile(r"^\s*\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s*"),                 # ray worker
-    re.compile(r"^\s*\[?rank\d+\]?:\s*"),                                    # torch.distributed
-    re.compile(r"^\s*[IVWED]/[\w.]+(?:\(\s*\d+\))?:\s*"),                    # android logcat
-    re.compile(r"^\s*\[?\d{2,4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"
-               r"(?:Z|[+-]\d{2}:?\d{2})?\]?\s*"),                            # ISO date-time
-    re.compile(r"^\s*[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ [^\s:]+(?:\[\d+\])?:\s*"),  # syslog
-    re.compile(r"^\s*\[\s*\d+\.\d+\]\s*"),                                   # dmesg
-    re.compile(r"^\s*\[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?\s+"),               # bare time
-    re.compile(r"^\s*[DIWEF] RKNN(?:API)?:\s*(?:\[\d{2}:\d{2}:\d{2}(?:\.\d+)?\]\s*)?"),  # RKNN
+    lazy(r"^\s*\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s*"),                 # ray worker
+    lazy(r"^\s*\[?rank\d+\]?:\s*"),                                    # torch.distributed
+    lazy(r"^\s*[IVWED]/[\w.]+(?:\(\s*\d+\))?:\s*"),                    # android logcat
+    # logcat threadtime (default of `adb logcat`): `11-30 10:00:00.123  1234  1234 E RKNN    : `
+    lazy(r"^\s*(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? +(?:[a-z_]\w* +)?\d+ +\d+ [VDIWEF] "
+         r"(?:[^\s:]+ *:\s*)?"),
+    # Kubernetes CRI log file: `2024-03-04T10:00:00.123456789Z stdout F `
+    lazy(r"^\s*\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d) (?:stdout|stderr) [FP] "),
+    lazy(r"^\s*\[?\d{2,4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"
+         r"(?:Z|[+-]\d{2}:?\d{2})?\]?\s*"),                            # ISO date-time
+    lazy(r"^\s*[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ [^\s:]+(?:\[\d+\])?:\s*"),  # syslog
+    lazy(r"^\s*\[\s*\d+\.\d+\]\s*"),                                   # dmesg
+    lazy(r"^\s*\[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?\s+"),               # bare time
+    lazy(r"^\s*[DIWEF] RKNN(?:API)?:\s*(?:\[\d{2}:\d{2}:\d{2}(?:\.\d+)?\]\s*)?"),  # RKNN
 ]
 
 

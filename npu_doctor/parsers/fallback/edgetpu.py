@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from typing import List, Optional
 
+from ...lazyregex import lazy
 from ...registry import parser
 from .common import Entry, _entry, log_lines, strip_prefix
 
 # -- Edge TPU compiler ---------------------------------------------------------------------
-_ETPU_HEADER_RE = re.compile(r"^\s*Operator\s+Count\s+Status\s*$")
-_ETPU_ROW_RE = re.compile(r"^\s*(?P<op>[A-Za-z][\w\-]*)\s+(?P<n>\d+)\s+(?P<status>[A-Za-z].*?)\s*$")
-_ETPU_CPU_TOTAL_RE = re.compile(r"Number of operations that will run on CPU:\s*(?P<n>\d+)")
+_ETPU_HEADER_RE = lazy(r"^\s*Operator\s+Count\s+Status\s*$")
+_ETPU_ROW_RE = lazy(r"^\s*(?P<op>[A-Za-z][\w\-]*)\s+(?P<n>\d+)\s+(?P<status>[A-Za-z].*?)\s*$")
+_ETPU_CPU_TOTAL_RE = lazy(r"Number of operations that will run on CPU:\s*(?P<n>\d+)")
 _ETPU_MAPPED = "mapped to edge tpu"
 
 

@@ -5,20 +5,26 @@ from __future__ import annotations
 import re
 from typing import Any, List, Optional
 
+from ...lazyregex import lazy
 from ...registry import parser
 from .common import Entry, _entry, log_lines, strip_prefix
 
 # -- RKNN ----------------------------------------------------------------------------------
-_RKNN_WILL_FALLBACK_RE = re.compile(r"\b(?P<op>[A-Z][A-Za-z0-9_]*) will fallback to CPU\b(?P<why>.*)$")
-_RKNN_NODE_TARGET_RE = re.compile(r"\bnode:\s*(?P<op>[A-Za-z_][\w]*):(?P<name>\S+?),\s*Target:\s*"
-                                  r"(?P<target>[A-Za-z_]+)")
-_RKNN_UNSUPPORT_CPU_RE = re.compile(r"\bunsupport cpu (?P<op>[A-Za-z_]\w*) op(?:, op name:\s*"
-                                    r"(?P<name>\S+))?", re.IGNORECASE)
-_RKNN_UNSUPPORT_CPU2_RE = re.compile(r"\bUnsupport CPU op:\s*(?P<op>[A-Za-z_]\w*)")
-_RKNN_TABLE_HEADER_RE = re.compile(r"^\s*ID\s+OpType\s+DataType\s+Target\b(?P<rest>.*)$")
+_RKNN_WILL_FALLBACK_RE = lazy(r"\b(?P<op>[A-Z][A-Za-z0-9_]*) will fallback to CPU\b(?P<why>.*)$")
+_RKNN_NODE_TARGET_RE = lazy(r"\bnode:\s*(?P<op>[A-Za-z_][\w]*):(?P<name>\S+?),\s*Target:\s*"
+                            r"(?P<target>[A-Za-z_]+)")
+_RKNN_UNSUPPORT_CPU_RE = lazy(r"\bunsupport cpu (?P<op>[A-Za-z_]\w*) op(?:, op name:\s*"
+                              r"(?P<name>\S+))?", re.IGNORECASE)
+_RKNN_UNSUPPORT_CPU2_RE = lazy(r"\bUnsupport CPU op:\s*(?P<op>[A-Za-z_]\w*)")
+_RKNN_TABLE_HEADER_RE = lazy(r"^\s*ID\s+OpType\s+DataType\s+Target\b(?P<rest>.*)$")
 _RKNN_IO_OPS = ("InputOperator", "OutputOperator")
 #: any line the RKNN parser acts on contains one of these (a cheap first test)
-_RKNN_ANY_RE = re.compile(r"OpType|Target:|fallback to CPU|nsupport cpu|nsupport CPU")
+_RKNN_ANY = ("OpType", "Target:", "fallback to CPU", "nsupport cpu", "nsupport CPU")
+
+
+def _rknn_any(text: str) -> bool:
+    # substring tests, not one regex alternation: `in` runs at memory speed over a log window
+    return any(s in text for s in _RKNN_ANY)
 
 
 def _rknn_context(raw: str) -> bool:
@@ -34,7 +40,7 @@ def parse_rknn(text: str) -> List[Entry]:
     NPU<->CPU copies of every model and are not fallback.
     """
     out: List[Entry] = []
-    if not _RKNN_ANY_RE.search(text):
+    if not _rknn_any(text):
         return out
     lines = log_lines(text)
     seen = set()
@@ -49,7 +55,7 @@ def parse_rknn(text: str) -> List[Entry]:
     in_table = False
     for i, raw in enumerate(lines):
         line_no = i + 1
-        if not in_table and not _RKNN_ANY_RE.search(raw):
+        if not in_table and not _rknn_any(raw):
             continue
         body = strip_prefix(raw)
         hm = _RKNN_TABLE_HEADER_RE.match(body)

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import re
 from typing import List
 
+from ...lazyregex import lazy
 from ...registry import parser
 from .common import Entry, _entry, log_lines, strip_prefix
 
 # -- torch_npu -----------------------------------------------------------------------------
-_TORCH_FALLBACK_RE = re.compile(
+_TORCH_FALLBACK_RE = lazy(
     r"The operator '(?P<op>[^']+)' is not currently supported on the (?P<backend>\w+) backend "
     r"and will fall ?back to run on (?:the )?CPU")
-_TORCH_START_RE = re.compile(r"The operator '")
+_TORCH_START_RE = lazy(r"The operator '")
 
 
 @parser("fallback_torch_npu")

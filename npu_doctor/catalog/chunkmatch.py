@@ -1,0 +1,229 @@
+"""The catalogs over a log in chunks of lines: what `CatalogSet.match_lines` does, at the cost
+of one needle pass per chunk for the common line.
+
+A log reaches the catalogs as `iter_lines` makes it (rsyslog `#012`/`#011` escapes undone,
+a message wrapped after a colon joined with its continuation) and line by line
+(`strip_prefix`, `CatalogSet.match_line`). Here the same happens to a chunk of lines at once:
+the needles of every line come from one pass over the lower-cased chunk (needles.LineNeedles,
+possibly shared with the `[[signature]]` matcher), a line is worth a look only when it holds
+one needle of every needle set of some pattern (logtext.literal_needle_sets), and only the
+chunks and lines that need it take the slow ways: a chunk holding `#01` is unescaped line by
+line, a line ending with a colon is checked for a continuation (one regex over the chunk),
+and a line that ends a chunk with a colon waits for the next chunk's first line.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from .events import apply_cleared, group_by_subject
+from .logtext import strip_prefix
+from .needles import LineNeedles
+from .schema import MAX_EVENTS_PER_ENTRY, MAX_SCAN_LINE
+
+#: A line ending with a colon (and blanks): iter_lines may join the next line to it.
+_COLON_END = re.compile(r":[^\S\n]*$", re.MULTILINE)
+
+
+def unescape(lines: Iterable[str]) -> List[str]:
+    """rsyslog's `#012` (newline) escapes split and `#011` (tab) undone, as iter_lines does."""
+    out: List[str] = []
+    for raw in lines:
+        if "#01" in raw:
+            out.extend(raw.replace("#012", "\n").replace("#011", "\t").split("\n"))
+        else:
+            out.append(raw)
+    return out
+
+
+def continues(prev: str, line: str) -> bool:
+    """Whether iter_lines joins `line` to `prev`: prev ends with a colon, line starts in
+    lower case and carries no log prefix of its own."""
+    return prev.rstrip().endswith(":") and line[:1].islower() and strip_prefix(line) == line.strip()
+
+
+class _Index:
+    """Per needle, the patterns (of the scopes asked for) it is the prefilter of, with the
+    needle sets beyond it that the line must also satisfy; built once per CatalogSet and
+    scopes."""
+
+    def __init__(self, cs: Any, scopes: Sequence[str]) -> None:
+        allowed = set(scopes) | {"any"}
+        self.by_needle: Dict[str, List[Tuple[int, Any, List[List[str]]]]] = {}
+        self.always: List[Tuple[int, Any]] = []
+        for order, m in enumerate(cs.matchers):
+            if m.scope not in allowed:
+                continue
+            if not m.needles:
+                self.always.append((order, m))
+                continue
+            for n in m.needles:
+                self.by_needle.setdefault(n, []).append((order, m, m.extra))
+        self.needles = LineNeedles(self.by_needle)
+        self.orders = {id(m): (order, m) for order, m in enumerate(cs.matchers)}
+        #: needles of a line -> (patterns to run, patterns to run if their other needle sets
+        #: are in the line too)
+        self.plans: Dict[Tuple[str, ...], Tuple[List[Any], List[Tuple[int, Any, List[List[str]]]]]] = {}
+
+    def plan(self, needles: Tuple[str, ...]) -> Tuple[List[Any], List[Tuple[int, Any, List[List[str]]]]]:
+        fixed: Dict[int, Any] = dict(self.always)
+        checked: Dict[int, Tuple[int, Any, List[List[str]]]] = {}
+        for n in needles:
+            for order, m, extra in self.by_needle.get(n, ()):
+                if extra:
+                    checked[order] = (order, m, extra)
+                else:
+                    fixed[order] = m
+        got = ([fixed[k] for k in sorted(fixed)], [checked[k] for k in sorted(checked) if k not in fixed])
+        if len(self.plans) >= 4096:  # a log of ever new needle combinations: start afresh
+            self.plans.clear()
+        self.plans[needles] = got
+        return got
+
+
+class LogClassifier:
+    """`feed(lines)` chunk after chunk, then `finish()`: the log_events `match_lines` gives.
+
+    `feed` takes consecutive raw lines of one log (no line break inside a line) and, when the
+    caller has them, their "\\n"-joined text and its scan (`LineNeedles.scan` of the lower-cased
+    text by a scanner that holds at least `needles.needles`): a caller that also scans for
+    other needles (logscan: the `[[signature]]` prefilter) shares one pass."""
+
+    def __init__(self, cs: Any, source: str, scopes: Iterable[str], log_scope: str) -> None:
+        self.cs = cs
+        self.source, self.log_scope = source, log_scope
+        self.scopes = tuple(scopes)
+        self._scope_set = set(self.scopes)
+        key = tuple(sorted(self._scope_set))
+        index = cs._chunk_index.get(key)
+        if index is None:
+            index = cs._chunk_index[key] = _Index(cs, key)
+        self.index: _Index = index
+        self.needles = index.needles
+        self.no = 1  # the number (after unescaping) of the next line fed
+        self.tail: Optional[str] = None  # a last line ending with a colon, not yet matched
+        self.events: List[Dict[str, Any]] = []
+        self._by_key: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
+        self._per_entry: Dict[Tuple[str, str], int] = {}
+
+    def feed(self, lines: List[str], text: Optional[str] = None,
+             hits: Optional[Dict[int, List[str]]] = None) -> None:
+        if not lines:
+            return
+        if text is None:
+            text = "\n".join(lines)
+        if "#01" in text:
+            lines = unescape(lines)
+            text, hits = "\n".join(lines), None
+        plain = text.count("\n") == len(lines) - 1  # False: some line holds a "\n" itself
+        if hits is None or not plain:
+            hits = self.needles.scan(text.lower()) if plain else \
+                {i: got for i, got in ((i, self.needles.present(s.lower())) for i, s in enumerate(lines)) if got}
+        no = self.no
+        changed: Dict[int, str] = {}  # joined lines, and "" for the continuations they took
+        if self.tail is not None:
+            tail, self.tail = self.tail, None
+            if continues(tail, lines[0]):
+                self._line(no - 1, tail.rstrip() + " " + lines[0].strip(), None)
+                changed[0] = ""
+            else:
+                self._line(no - 1, tail, None)
+        last = len(lines) - 1
+        for i in self._colon_lines(lines, text, plain):
+            if i < last and i not in changed and continues(lines[i], lines[i + 1]):
+                changed[i] = lines[i].rstrip() + " " + lines[i + 1].strip()
+                changed[i + 1] = ""
+        hold = last not in changed and lines[last].rstrip().endswith(":")
+        if self.index.always:
+            todo: Iterable[int] = range(len(lines))
+        elif changed:
+            todo = sorted(set(hits) | set(changed))
+        else:
+            todo = sorted(hits)
+        for i in todo:
+            if hold and i == last:
+                continue
+            line = changed.get(i)
+            if line is None:
+                self._line(no + i, lines[i], hits.get(i, ()))
+            else:
+                self._line(no + i, line, None)
+        if hold:
+            self.tail = lines[last]
+        self.no = no + len(lines)
+
+    @staticmethod
+    def _colon_lines(lines: List[str], text: str, plain: bool) -> List[int]:
+        if not plain:
+            return [i for i, s in enumerate(lines) if s.rstrip().endswith(":")]
+        out: List[int] = []
+        pos = li = 0
+        for m in _COLON_END.finditer(text):
+            li += text.count("\n", pos, m.start())
+            pos = m.start()
+            out.append(li)
+        return out
+
+    def _candidates(self, line: str, needles: Optional[Iterable[str]]) -> List[Any]:
+        """Patterns worth running on the line: one needle of each of their sets in it."""
+        index = self.index
+        if needles is None:
+            needles = self.needles.present(line.lower()) if line else ()
+        key = tuple(needles)
+        plan = index.plans.get(key)
+        if plan is None:
+            plan = index.plan(key)
+        fixed, checked = plan
+        if not checked:
+            return fixed
+        low = line.lower()
+        keep = []
+        for order, m, extra in checked:
+            for alts in extra:  # loops, not all(any(...)): this runs for every candidate line
+                for x in alts:
+                    if x in low:
+                        break
+                else:
+                    break
+            else:
+                keep.append((order, m))
+        if not keep:
+            return fixed
+        keep.extend(index.orders[id(m)] for m in fixed)
+        keep.sort(key=lambda om: om[0])
+        return [m for _order, m in keep]
+
+    def _line(self, n: int, raw: str, needles: Optional[Iterable[str]]) -> None:
+        cands = self._candidates(raw, needles)
+        if not cands:
+            return
+        if len(raw) > MAX_SCAN_LINE:
+            raw = raw[:MAX_SCAN_LINE]
+        msg = strip_prefix(raw)
+        for entry, groups in self.cs._match(msg, self._scope_set, cands):
+            k = (entry.catalog, entry.key, msg)
+            ev = self._by_key.get(k)
+            if ev is not None:
+                ev["count"] += 1
+                continue
+            ek = (entry.catalog, entry.key)
+            if self._per_entry.get(ek, 0) >= MAX_EVENTS_PER_ENTRY:
+                continue
+            self._per_entry[ek] = self._per_entry.get(ek, 0) + 1
+            ev = self.cs._event(entry, groups, self.source, n, raw, self.log_scope)
+            self._by_key[k] = ev
+            self.events.append(ev)
+
+    def finish(self) -> List[Dict[str, Any]]:
+        """The events, counted, cleared and grouped as match_lines returns them."""
+        if self.tail is not None:
+            tail, self.tail = self.tail, None
+            self._line(self.no - 1, tail, None)
+        events = self.events
+        apply_cleared(events, self.cs._cleared)
+        group_by_subject(events)
+        for ev in events:
+            if ev["count"] > 1:
+                ev["message"] += f" ({ev['count']} times)"
+        return events
