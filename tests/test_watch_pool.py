@@ -64,6 +64,9 @@ def test_watch_full_checks_reuse_the_pool(tmp_path):
     snap = mod.build(tmp_path / "snap", 2)
     others = set(threading.enumerate())
     w = Watcher(open_host(snapshot=str(snap)), Config.load(), 1.0, 3600, out=io.StringIO(), use_udev=False)
+    # as on a live host: the full check's probes run in workers, each with its timeout (a
+    # snapshot without a hung command runs them in the calling thread)
+    w.host.may_block = lambda: True  # type: ignore[method-assign]
     w.run_once()  # the first sample runs a full check
     assert w.pool.started > 0
     for _ in range(6):
