@@ -64,7 +64,7 @@ class NvidiaSampler:
                 or facts.get("nvidia.smi.integrated"):
             return
         accels = facts.data.get("accelerators") or []
-        addrs = [a.get("pci_address") for a in accels if isinstance(a, dict)]
+        addrs = [str(a.get("pci_address") or "") for a in accels if isinstance(a, dict)]
         if not accels or len(addrs) != len(accels) or not all(addrs) or len(set(addrs)) != len(addrs):
             return
         self.result = result
