@@ -32,6 +32,11 @@ _PREFIX_RES = [
     # (kernel/printk/printk.c info_print_prefix); journalctl short-delta `[  12.345678 <    0.000123>]`
     re.compile(r"^\[ *\d+\.\d+(?: < *\d+\.\d+>)?\](?:\[ *[TC]\d+\])? (?:\S+ kernel: )?"),
     re.compile(r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4}\] "),
+    # `dmesg -H` / `--reltime` (util-linux dmesg.c, reltime): `[Jan18 08:23]` when the minute
+    # changes, else the delta `[  +0.000031]`; `dmesg --time-format iso`:
+    # `2024-01-18T08:23:45,123456+01:00 ` (a comma before the microseconds, no host)
+    re.compile(r"^\[(?:[^\W\d_]{3,4} ?\d{1,2} \d\d:\d\d| *[+-]\d+\.\d+)\] "),
+    re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+[+-]\d\d:?\d\d "),
     re.compile(r"^kernel: "),
     # journalctl -o short-full `Mon 2024-03-04 10:00:00 CET host kernel: ` and -o short-unix
     # `1709546400.123456 host kernel: ` (man journalctl, --output)
