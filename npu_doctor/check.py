@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 from . import __version__
 from .catalog import CatalogSet, load_catalogs
@@ -87,12 +87,14 @@ def check_catalog_rules(catalogs: CatalogSet, rules: RuleSet) -> None:
 def run_check(host: Host, config: Config, select: Sequence[str] = (),
               ignore: Sequence[str] = (), only_fast: bool = False,
               progress: Optional[Callable[[str], None]] = None,
-              sample_s: float = 0.0, deep: Optional[Dict] = None) -> CheckResult:
+              sample_s: float = 0.0, deep: Optional[Dict] = None,
+              pool: Optional[Any] = None) -> CheckResult:
     """`deep`: None for a plain check; a dict of npu_doctor.deep.deep_runs keyword arguments
-    (python, timeout_s, ...) to also run the active inference probes (`check --deep`)."""
+    (python, timeout_s, ...) to also run the active inference probes (`check --deep`).
+    `pool`: the workerpool.WorkerPool the probes run on (watch keeps one), else new threads."""
     specs = [s for s in config.specs if s.fast] if only_fast else config.specs
     facts, results = run_probes(host, specs, progress=progress, options={"sample_s": sample_s, "signatures": config.signatures,
-                                                "catalogs": config.catalogs})
+                                                "catalogs": config.catalogs}, pool=pool)
     if deep is not None:
         from .deep import deep_runs
 
@@ -102,4 +104,7 @@ def run_check(host: Host, config: Config, select: Sequence[str] = (),
     probe_rows = [p.to_json() for p in results]
     findings = evaluate(config.rules, facts, probe_rows)
     findings = filter_findings(findings, select, ignore)
+    from . import regexmemo
+
+    regexmemo.save()  # what the run derived from patterns (a cached configuration loads none)
     return CheckResult(host, facts, results, findings)

@@ -63,7 +63,8 @@ def _run_one(spec: ProbeSpec, host: Host, commands: CommandCache,
 
 def run_probes(host: Host, specs: Sequence[ProbeSpec], max_workers: Optional[int] = None,
                progress: Optional[Callable[[str], None]] = None,
-               options: Optional[Dict[str, Any]] = None) -> Tuple[Facts, List[ProbeResult]]:
+               options: Optional[Dict[str, Any]] = None,
+               pool: Optional[Any] = None) -> Tuple[Facts, List[ProbeResult]]:
     """Run every spec concurrently; merge their facts in spec order, then run derivers.
 
     Returns (facts, results in spec order). A probe still running at its timeout_s is
@@ -71,7 +72,8 @@ def run_probes(host: Host, specs: Sequence[ProbeSpec], max_workers: Optional[int
     so a probe stuck past its timeout never holds up the exit. max_workers <= 0 runs the
     probes in the calling thread, one after another, with no timeout of their own; None: 8
     workers, or the calling thread when the host cannot block (Host.may_block) and no
-    sampling window is asked for.
+    sampling window is asked for. `pool` (workerpool.WorkerPool): long-lived threads to run
+    the workers on (the watch daemon's), instead of new threads for this run.
     """
     if max_workers is None:
         sampling = float((options or {}).get("sample_s", 0) or 0) > 0
@@ -119,7 +121,10 @@ def run_probes(host: Host, specs: Sequence[ProbeSpec], max_workers: Optional[int
     def start_worker() -> None:
         with lock:
             alive[0] += 1
-        threading.Thread(target=worker, name="probe-worker", daemon=True).start()
+        if pool is not None:
+            pool.submit(worker)
+        else:
+            threading.Thread(target=worker, name="probe-worker", daemon=True).start()
 
     start = time.monotonic()
     for _ in range(min(max_workers, len(specs))):

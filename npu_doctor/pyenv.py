@@ -232,6 +232,22 @@ def _ask(host: Host, env: Env, exe: str, run: Runner) -> Dict[str, Any]:
     return {}
 
 
+def _ask_remembered(host: Host, env: Env, exe: str, run: Runner) -> Dict[str, Any]:
+    """_ask, or its answer from an earlier run while nothing it depends on changed
+    (npu_doctor.pyenvcache)."""
+    from . import pyenvcache
+
+    environ = host.environ()
+    data = pyenvcache.load(exe, environ)
+    if data is not None:
+        env.source = f"$ {exe} -c <query> (answer of an earlier run; interpreter and sites unchanged)"
+        return data
+    data = _ask(host, env, exe, run)
+    if data:
+        pyenvcache.save(exe, environ, data)
+    return data
+
+
 def own_answer() -> Dict[str, Any]:
     """What QUERY_SCRIPT prints, for the interpreter running npu-doctor, from this process.
     sys.path[0] (the script's directory, '' for `-c`) is left out as the query's '' is."""
@@ -261,6 +277,8 @@ def query(host: Host, python: str, origin: str = "--python", run: Optional[Runne
         # the command): the answer is this process's, without starting a second interpreter
         # (~10 ms of CPU, and 20-40 ms that two probes wait for)
         data, env.source = own_answer(), f"sys.path of {exe} (this process)"
+    elif host.source == "live" and _base(host) is host:
+        data = _ask_remembered(host, env, exe, run or host.run)
     else:
         data = _ask(host, env, exe, run or host.run)
     if data:

@@ -137,6 +137,9 @@ def _summary(area: str, facts: Dict[str, Any]) -> str:
         parts = []
         if fb.get("ops"):
             parts.append(f"CPU fallback logged: {', '.join(fb['ops'][:6])}")
+        elif isinstance(fb.get("count"), int):
+            # a delegate/EP summary counts the nodes it left out without naming them
+            parts.append(f"CPU fallback logged: {fb['count']} operators, not named")
         events = [e for e in g("log_events", []) or [] if isinstance(e, dict) and e.get("rule")]
         if events:
             where = sorted({str(e.get("source")) for e in events})

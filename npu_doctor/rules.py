@@ -70,6 +70,7 @@ def evaluate(ruleset: RuleSet, facts: Facts, probes: List[Dict[str, Any]]) -> Li
     from_catalog: set = set()
     seen: Set[Tuple[str, str, str]] = set()
     by_vendor: Optional[Dict[str, List[int]]] = None
+    defaults = {r.id: r.severity for r in ruleset.rules}
     for rule in ruleset.rules:
         for match in rule.matches:
             cm = compiled(match)
@@ -85,7 +86,7 @@ def evaluate(ruleset: RuleSet, facts: Facts, probes: List[Dict[str, Any]]) -> Li
             for it, it_path in elements:
                 if each and not all(c(root, it) for c in each):
                     continue
-                finding = _finding(rule, cm, root, it, it_path(), facts, seen)
+                finding = _finding(rule, cm, root, it, it_path(), facts, seen, defaults)
                 if finding is None:
                     continue
                 findings.append(finding)
@@ -95,7 +96,7 @@ def evaluate(ruleset: RuleSet, facts: Facts, probes: List[Dict[str, Any]]) -> Li
 
 
 def _finding(rule: Rule, cm: CompiledMatch, root: Dict[str, Any], it: Any, it_path: str,
-             facts: Facts, seen: set) -> Optional[Finding]:
+             facts: Facts, seen: set, defaults: Dict[str, str]) -> Optional[Finding]:
     subject = cm.subject.render(root, it) if cm.subject else ""
     message = cm.message.render(root, it)
     key = (rule.id, subject, message)
@@ -136,7 +137,19 @@ def _finding(rule: Rule, cm: CompiledMatch, root: Dict[str, Any], it: Any, it_pa
         severity = severity.render(root, it)
         if severity not in SEVERITIES:
             severity = rule.severity
+    if isinstance(it, dict) and it.get("consequence_rules"):
+        severity = _with_consequences(severity, it, defaults)
     return Finding(rule.id, severity, rule.title, message, subject, evidence, fixes, area=rule.area)
+
+
+def _with_consequences(severity: str, ev: Dict[str, Any], defaults: Dict[str, str]) -> str:
+    """The most severe of a catalog finding's own severity and those of the lines made its
+    consequences (catalog.events.apply_consequences): their explicit severity, else their
+    rule's."""
+    cands = [severity] + [defaults.get(r, severity) for r in ev.get("consequence_rules", [])
+                          if isinstance(r, str)]
+    cands += [s for s in ev.get("consequence_severities", []) if s in SEVERITIES]
+    return min(cands, key=lambda s: SEVERITIES.index(s) if s in SEVERITIES else len(SEVERITIES))
 
 
 def compiled_rule_fixes(rule: Rule) -> List[CompiledFix]:

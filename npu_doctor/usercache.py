@@ -1,7 +1,11 @@
 """The user's cache directory: what npu-doctor keeps between runs to start faster.
 
 Nothing here changes a result: every entry is keyed by the identity of the file it came from
-(mtime and size, for ELF files also device and inode), so a changed file is read afresh.
+(mtime and size, for ELF files also device and inode), so a changed file is read afresh. What
+is kept: parsed data files (datafiles), the validated configuration (configcache), facts
+derived from regex texts (regexmemo), ELF dynamic sections (linker.elf), application
+interpreters' import paths (pyenvcache) and outputs of version queries and `dpkg-query -W`
+(host.cmdcache); each module says what its entries depend on.
 `NPU_DOCTOR_NO_CACHE=1` turns it off; `NPU_DOCTOR_CACHE_DIR` moves it (default
 `$XDG_CACHE_HOME/npu-doctor`, else `~/.cache/npu-doctor`). A missing, unwritable or corrupt
 cache is the same as an empty one.

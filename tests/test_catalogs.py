@@ -57,6 +57,11 @@ def test_catalog_ids_unique_and_counted():
     # journalctl/rsyslog print the locale's month (amd/xdna-driver#299: Dutch `nov`)
     ("nov 04 13:18:03 mat5-test kernel: amdxdna 0000:05:00.1: x", "amdxdna 0000:05:00.1: x"),
     ("déc. 4 10:00:00 board kernel: apex 0000:01:00.0: x", "apex 0000:01:00.0: x"),
+    # dmesg -H / --reltime (gds-nvidia-fs#34) and dmesg --time-format iso
+    ("[Jan18 08:23] nvidia_fs: module using GPL-only symbols", "nvidia_fs: module using GPL-only symbols"),
+    ("[  +0.000031] nvidia_fs: Unknown symbol x (err -2)", "nvidia_fs: Unknown symbol x (err -2)"),
+    ("2024-01-18T08:23:45,123456+01:00 hailo 0000:01:00.0: x", "hailo 0000:01:00.0: x"),
+    ("[x] not a prefix", "[x] not a prefix"),
     ("Error 12 10:00:00 not a prefix: x", "Error 12 10:00:00 not a prefix: x"),
     ("plain message", "plain message"),
 ])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from npu_doctor.collectors.frameworks import RELEVANT_PACKAGES
-from npu_doctor.namematch import NamePatterns, any_match
+from npu_doctor.namematch import NamePatterns, any_match, filter_names
 from npu_doctor.parsers.dpkg import parse_dpkg_query, select
 from npu_doctor.probes import load_specs
 from npu_doctor.tomlcompat import tomllib
@@ -47,14 +47,17 @@ def test_select_equals_fnmatch_on_a_real_package_list():
 
 
 @pytest.mark.parametrize("pattern", ["libcuda.so*", "*.so", "lib*.so.1", "nvidia-*", "exact-name",
-                                     "a*b*c", "lib?.so", "[!.]*", "x[", "*", "**"])
+                                     "a*b*c", "lib?.so", "[!.]*", "x[", "*", "**", "libze_*.so*",
+                                     "*b*", "a**c", "*.so.*", "lib*so*1"])
 def test_each_pattern_shape_agrees_with_fnmatch(pattern):
     names = ["libcuda.so", "libcuda.so.1", "a.so", ".so", "libx.so.1", "lib.so.1", "nvidia-smi",
              "nvidia-", "exact-name", "exact-name2", "abc", "aXbYc", "ac", "lib1.so", "x[", "",
              ".hidden", "b"]
+    names += ["libze_loader.so.1", "libze_.so", "libze_loader.so", "abcabc", "aabbcc", "so.so.so"]
     m = NamePatterns([pattern])
     for n in names:
         assert m.match(n) == fnmatch.fnmatchcase(n, pattern), (pattern, n)
+    assert filter_names(names, pattern) == fnmatch.filter(names, pattern)
 
 
 def test_any_match_over_combinations():
@@ -77,6 +80,17 @@ def test_host_glob_equals_stdlib_glob(tmp_path):
         (tmp_path / f).write_text("")
     host = LiveHost()
     for pattern in ("class/*", "class/devfreq/*npu*", "class/*/*", "lib/x/libcuda.so*", "lib/x/*.so",
-                    "lib/x/lib?e*", "lib/x/[lm]*", "class/accel/accel[0-9]"):
+                    "lib/x/lib?e*", "lib/x/[lm]*", "class/accel/accel[0-9]", "lib/x/libze_*.so*",
+                    "lib/x/*.so.*"):
         full = str(tmp_path / pattern)
         assert host.glob(full) == sorted(stdglob.glob(full)), pattern
+
+
+def test_star_patterns_agree_with_fnmatch_on_every_small_case():
+    # every pattern of up to 5 characters over {a, b, *} against every name of up to 5 over {a, b}
+    names = [""] + ["".join(p) for k in range(1, 6) for p in itertools.product("ab", repeat=k)]
+    pats = ["".join(p) for k in range(1, 6) for p in itertools.product("ab*", repeat=k)]
+    for pat in pats:
+        assert filter_names(names, pat) == fnmatch.filter(names, pat), pat
+        m = NamePatterns([pat])
+        assert [n for n in names if m.match(n)] == [n for n in names if fnmatch.fnmatchcase(n, pat)], pat

@@ -18,7 +18,7 @@ import re
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .events import apply_cleared, group_by_subject
-from .logtext import literal_needle_sets, strip_prefix
+from .logtext import strip_prefix
 from .needles import LineNeedles
 from .schema import MAX_EVENTS_PER_ENTRY, MAX_SCAN_LINE
 
@@ -58,10 +58,8 @@ class _Index:
             if not m.needles:
                 self.always.append((order, m))
                 continue
-            extra = [s for s in literal_needle_sets(m.rx.pattern, m.rx.flags)
-                     if not all(any(x in n for x in s) for n in m.needles)]  # not implied
             for n in m.needles:
-                self.by_needle.setdefault(n, []).append((order, m, extra))
+                self.by_needle.setdefault(n, []).append((order, m, m.extra))
         self.needles = LineNeedles(self.by_needle)
         self.orders = {id(m): (order, m) for order, m in enumerate(cs.matchers)}
         #: needles of a line -> (patterns to run, patterns to run if their other needle sets

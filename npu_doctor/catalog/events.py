@@ -28,6 +28,78 @@ def apply_cleared(events: List[Dict[str, Any]], cleared: Dict[Tuple[str, str], L
                 break
 
 
+def apply_consequences(events: List[Dict[str, Any]]) -> None:
+    """A line whose entry is `consequence_of` a rule, where another line raises that rule for
+    the same vendor and device, is evidence of that finding, not a finding of its own: e.g.
+    "RmInitAdapter failed!" after "Open nvidia.ko is only ready for use on Data Center GPUs".
+    The line's rule moves to `consequence_rule`, `consequence_of_line` names the cause's line
+    ("source:line") and the cause lists it under `also`. With no such cause the line keeps
+    its rule. Works over the events of all logs of a host (a cause in dmesg, its consequence in
+    an application log); same vendor (or, when a line names none, the same log); a device
+    named by both lines must be the same. A chain (A, then B a consequence of A, then C of B)
+    ends at the first cause; lines that name each other's rules leave one standing."""
+    raising = [ev for ev in events if ev.get("rule") and not ev.get("grouped_into")]
+    if not any(ev.get("consequence_of") for ev in raising):
+        return
+    # causes tried in this order: lines that are no consequence themselves, same log, earlier
+    order = sorted(raising, key=lambda ev: (bool(ev.get("consequence_of")), ev["line_no"]))
+    memo: Dict[int, Optional[Dict[str, Any]]] = {}
+
+    def root_of(ev: Dict[str, Any], stack: set) -> Optional[Dict[str, Any]]:
+        if id(ev) in memo:
+            return memo[id(ev)]
+        causes = ev.get("consequence_of") or ()
+        found = None
+        if causes:
+            stack.add(id(ev))
+            same_log = [p for p in order if p["source"] == ev["source"]]
+            for p in same_log + [p for p in order if p["source"] != ev["source"]]:
+                if p is ev or id(p) in stack or p["rule"] not in causes or not _related(ev, p):
+                    continue
+                found = root_of(p, stack) or p
+                break
+            stack.discard(id(ev))
+        memo[id(ev)] = found
+        return found
+
+    demoted = [(ev, root_of(ev, set())) for ev in raising]
+    for ev, root in demoted:
+        if root is None:
+            continue
+        ev["consequence_rule"] = ev.pop("rule")
+        ev["consequence_of_line"] = f"{root['source']}:{root['line_no']}"
+        # the cause's finding is at least as severe as what it absorbed would have been
+        # (rules.evaluate): a warning-level cause must not turn a failed run's exit code to 0
+        rules_of = root.setdefault("consequence_rules", [])
+        if ev["consequence_rule"] not in rules_of:
+            rules_of.append(ev["consequence_rule"])
+        if ev.get("severity"):
+            root.setdefault("consequence_severities", []).append(ev["severity"])
+        also = root.setdefault("also", [])
+        also.append(f"{ev['message']} (a consequence)")
+        also.extend(ev.pop("also", []))
+
+
+def _device_of(ev: Dict[str, Any]) -> Optional[str]:
+    for k in ("pci_address", "device"):
+        if is_bdf(ev.get(k)):
+            return full_bdf(ev[k])
+    return None
+
+
+def _related(ev: Dict[str, Any], cause: Dict[str, Any]) -> bool:
+    """Whether `cause` can be the cause of `ev`: same vendor (or the same log when either
+    line names none) and, when both name a device, the same device."""
+    v1, v2 = ev.get("vendor"), cause.get("vendor")
+    if v1 and v2:
+        if v1 != v2:
+            return False
+    elif ev["source"] != cause["source"]:
+        return False
+    d1, d2 = _device_of(ev), _device_of(cause)
+    return not (d1 and d2 and d1 != d2)
+
+
 def group_by_subject(events: List[Dict[str, Any]]) -> None:
     """Several lines that raise one rule for one device are one finding: the first line (the
     cause, usually) keeps the rule and lists the others under `also`."""

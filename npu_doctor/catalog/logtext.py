@@ -9,6 +9,7 @@ contain one, so the regexes run only on lines that can match.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Iterable, Iterator, List, Optional, Tuple
 
@@ -27,15 +28,46 @@ _PREFIX_RES = [
     re.compile(r"^[^\W\d_]{3,4}\.? +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)? \S+ (?:kernel|[\w.\-/]+(?:\[\d+\])?): "),
     re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? \S+ "
                r"(?:kernel|[\w.\-/]+(?:\[\d+\])?): "),
-    re.compile(r"^\[ *\d+\.\d+\] (?:\S+ kernel: )?"),
+    # dmesg `[  12.345678]`; with CONFIG_PRINTK_CALLER (Android GKI kernels) `[  12.345678][  T123]`
+    # (kernel/printk/printk.c info_print_prefix); journalctl short-delta `[  12.345678 <    0.000123>]`
+    re.compile(r"^\[ *\d+\.\d+(?: < *\d+\.\d+>)?\](?:\[ *[TC]\d+\])? (?:\S+ kernel: )?"),
     re.compile(r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4}\] "),
+    # `dmesg -H` / `--reltime` (util-linux dmesg.c, reltime): `[Jan18 08:23]` when the minute
+    # changes, else the delta `[  +0.000031]`; `dmesg --time-format iso`:
+    # `2024-01-18T08:23:45,123456+01:00 ` (a comma before the microseconds, no host)
+    re.compile(r"^\[(?:[^\W\d_]{3,4} ?\d{1,2} \d\d:\d\d| *[+-]\d+\.\d+)\] "),
+    re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+[+-]\d\d:?\d\d "),
     re.compile(r"^kernel: "),
+    # journalctl -o short-full `Mon 2024-03-04 10:00:00 CET host kernel: ` and -o short-unix
+    # `1709546400.123456 host kernel: ` (man journalctl, --output)
+    re.compile(r"^(?:[A-Z][a-z]{2} \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \S+|\d{9,}\.\d+) \S+ "
+               r"(?:kernel|[\w.\-/]+(?:\[\d+\])?): "),
+    # Android logcat (liblog logprint.cpp android_log_formatLogLine; `logcat -v`, developer.android.com/tools/logcat):
+    # threadtime `11-30 10:00:00.123  1234  1234 E RKNN    : ` ("%s %5d %5d %c %-8s: "; `-v year`,
+    # `-v zone`, `-v uid` (a uid name before the pid), `-v epoch`/`monotonic` seconds), the tag
+    # taken with it. A kernel line in logcat (`logcat -b kernel`, logd LogKlog) has the driver and
+    # device as its tag (`W RKNPU fde40000.npu: swiotlb ...`): a tag with a space stays.
+    re.compile(r"^(?:(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [+-]\d{4})?|\d+\.\d{3,9})"
+               r" +(?:[a-z_]\w* +)?\d+ +\d+ [VDIWEFS] (?:[^\s:]+ *: )?"),
+    # brief/time `E/RKNN    ( 1234): ` ("%c/%-8s(%5d): "), tag `E/RKNN    : `, thread `E( 1234: 1234) `
+    re.compile(r"^(?:(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? +)?"
+               r"(?:[VDIWEFS]/[^\s:(]+ *(?:\( *\d+\))?: |[VDIWEFS]\( *\d+(?:: *\d+)?\) )"),
+    # Android Studio's Logcat window: `2023-01-01 10:00:00.123  1234-1240  RKNN  com.example.app  E  `
+    # (date time pid-tid tag package priority; developer.android.com/studio/debug/logcat)
+    re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ +\d+-\d+ +\S+(?: +\S+)? +[VDIWEFA] +"),
+    # Kubernetes CRI log files (/var/log/pods, `crictl logs`): `2024-03-04T10:00:00.123456789Z stdout F `
+    # (RFC3339Nano, stream, P(artial)/F(ull); kubernetes/design-proposals-archive node/kubelet-cri-logging.md);
+    # `kubectl logs --timestamps` and `docker logs -t`: the timestamp alone
+    re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d) (?:(?:stdout|stderr) [FP] )?"),
 ]
+#: docker's json-file log driver writes `{"log":"<line>\n","stream":"stderr","time":"..."}` per
+#: line (docs.docker.com/engine/logging/drivers/json-file/): the message is the JSON string `log`.
+_DOCKER_JSON = re.compile(r'^\{ ?"log": ?"((?:[^"\\]|\\.)*)"')
 
 
-#: The prefixes as one regex, alternative k+1 being _PREFIX_RES[k]: at most one of them
-#: matches at any point (they start with `<`, a letter, a digit, `[` + digit or space,
-#: `[` + capital, `kernel:`), so one call says which one, or that none does.
+#: The prefixes as one regex, alternative k+1 being _PREFIX_RES[k] (none has a capturing
+#: group): where several could match (an ISO timestamp: journal short-iso, CRI, kubectl), the
+#: first in list order wins, as in the ordered rounds; one call says which one, or that none does.
 #: (compiled on first use: start-up stays free of it)
 _ANY_PREFIX: "Optional[re.Pattern[str]]" = None
 
@@ -46,6 +78,13 @@ def strip_prefix(line: str) -> str:
     each cut where it matches."""
     global _ANY_PREFIX
     s = line.strip()
+    if s.startswith('{"log":'):
+        m = _DOCKER_JSON.match(s)
+        if m:
+            try:
+                s = json.loads('"' + m.group(1) + '"').strip()
+            except ValueError:
+                pass
     if _ANY_PREFIX is None:
         _ANY_PREFIX = re.compile("|".join("(" + rx.pattern[1:] + ")" for rx in _PREFIX_RES))
     match = _ANY_PREFIX.match

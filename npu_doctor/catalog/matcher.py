@@ -8,13 +8,13 @@ distinct message, with `count`, the rule it raises (or benign), its message, fix
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from ..errors import ConfigError
 from ..resources import data_files
 from .events import complete, errno_name, fill, fill_value, full_bdf
-from .logtext import BLOCK_LINES, literal_needles, strip_prefix
+from .logtext import BLOCK_LINES, literal_needle_sets, literal_needles, strip_prefix
 from .needles import NeedleSet
 from .schema import (FIX_KINDS, MAX_LINE, RESERVED, SCOPES,
                      Catalog, Entry, LazyRegex, load_catalog_file)
@@ -58,6 +58,14 @@ class _Matcher:
     catalog: Catalog
     entry: Optional[Entry]  # None: a code pattern (entry chosen by the code it finds)
     generic: bool
+    #: needle sets (logtext.literal_needle_sets) a line must also hold, beyond one of
+    #: `needles`, to be worth the regex; found at load, so a cached configuration has them
+    extra: List[List[str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.needles:
+            self.extra = [s for s in literal_needle_sets(self.rx.pattern, self.rx.flags)
+                          if not all(any(x in n for x in s) for n in self.needles)]  # not implied
 
 
 class CatalogSet:
@@ -250,6 +258,8 @@ class CatalogSet:
             ev["facts"] = facts
         if e.accelerator:
             ev["accelerator"] = True
+        if e.consequence_of:
+            ev["consequence_of"] = list(e.consequence_of)  # events.apply_consequences reads it
         return {k: v for k, v in ev.items() if v is not None}
 
     def lookup(self, query: str) -> List[Tuple[Entry, Dict[str, str]]]:

@@ -107,9 +107,14 @@ class LineNeedles:
                 a.add_word(n, n)
             a.make_automaton()
             self._automaton = a
-        self._minimal = _minimal(self.needles)
-        # for each minimal needle, the needles that contain it (itself first)
-        self._sup = {m: [m] + [n for n in self.needles if m in n and n != m] for m in self._minimal}
+        self._minimal: List[str] = []
+        self._sup: Dict[str, List[str]] = {}
+        if self._automaton is None:
+            # the str.find path's tables (quadratic in the needles: 10+ ms for the shipped
+            # catalogs, so not built when the automaton does the scan)
+            self._minimal = _minimal(self.needles)
+            # for each minimal needle, the needles that contain it (itself first)
+            self._sup = {m: [m] + [n for n in self.needles if m in n and n != m] for m in self._minimal}
 
     def scan(self, low: str) -> Dict[int, List[str]]:
         out: Dict[int, List[str]] = {}

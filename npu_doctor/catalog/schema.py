@@ -17,15 +17,16 @@ from ..lazyregex import LazyRegex, compile_checked, group_names, lazy
 SCOPES = ("kernel", "runtime", "any")
 SEVERITIES = ("error", "warning", "info")
 CATALOG_KEYS = {"id", "title", "vendor", "scope", "source", "generic", "code_patterns",
-                "code_aliases", "description", "drivers"}
+                "code_aliases", "description", "drivers", "consequence_of"}
 ENTRY_KEYS = {"code", "mnemonic", "meaning", "rule", "benign", "severity", "pattern", "flags",
               "facts", "fix", "example", "source", "message", "subject", "accelerator",
-              "cleared_by", "scope", "key", "vendor"}
+              "cleared_by", "scope", "key", "vendor", "consequence_of"}
 FIX_KINDS = ("now", "persist", "doc")
 #: Event fields a named group may not overwrite.
 RESERVED = {"signature", "scope", "source", "line_no", "line", "count", "catalog", "entry",
             "code", "mnemonic", "meaning", "rule", "severity", "message", "subject",
-            "fix_now", "fix_persist", "fix_doc", "source_url", "benign", "facts", "vendor"}
+            "fix_now", "fix_persist", "fix_doc", "source_url", "benign", "facts", "vendor",
+            "consequence_of"}
 #: In a pattern: any driver of the catalog's [catalog.drivers] table.
 DRIVERS_TOKEN = "{accelerator_drivers}"
 MAX_LINE = 400
@@ -60,6 +61,9 @@ class Entry:
     vendor: str = ""
     cleared_by: List[str] = field(default_factory=list)
     generic: bool = False
+    #: rule ids whose finding (same vendor, same device, from any log) is this line's cause:
+    #: with one present the line is evidence of that finding, not a finding of its own
+    consequence_of: List[str] = field(default_factory=list)
 
     def describe(self) -> Dict[str, Any]:
         """The entry as `explain --format json` prints it."""
@@ -68,6 +72,8 @@ class Entry:
                              "rule": self.rule, "benign": self.benign,
                              "severity": self.severity, "source": self.source,
                              "fix": dict(self.fix), "examples": list(self.examples)}
+        if self.consequence_of:
+            d["consequence_of"] = list(self.consequence_of)
         if self.pattern is not None:
             d["pattern"] = self.pattern.pattern
         return d
@@ -86,6 +92,7 @@ class Catalog:
     entries: List[Entry]
     drivers: Dict[str, str]
     file: str = ""
+    consequence_of: List[str] = field(default_factory=list)
 
     def by_code(self, code: str) -> Optional[Entry]:
         for e in self.entries:
@@ -172,10 +179,23 @@ def _load_entry(raw: Any, cat: Catalog, n: int, path: str) -> Entry:
         raise ConfigError(f"{where}: cleared_by must be a list of entry keys")
     if not isinstance(raw.get("accelerator", False), bool):
         raise ConfigError(f"{where}: accelerator must be true or false")
+    if "consequence_of" in raw:
+        consequence = _rule_ids(raw["consequence_of"], f"{where}: consequence_of")
+        if consequence and benign:
+            raise ConfigError(f"{where}: consequence_of needs a rule (a benign entry raises nothing)")
+    else:  # the catalog's default, for the entries that raise a rule
+        consequence = list(cat.consequence_of) if rule else []
     return Entry(cat.id, key, code, mnemonic, raw["meaning"], rule or None, benign, sev, scope,
                  pattern, dict(facts), dict(fix), examples, source, raw.get("message", ""),
                  raw.get("subject", ""), bool(raw.get("accelerator", False)),
-                 raw.get("vendor") or cat.vendor, list(cleared), cat.generic)
+                 raw.get("vendor") or cat.vendor, list(cleared), cat.generic, consequence)
+
+
+def _rule_ids(value: Any, where: str) -> List[str]:
+    """A `consequence_of` value: a list of kebab-case rule ids. Raises ConfigError."""
+    if not isinstance(value, list) or not all(isinstance(x, str) and _ID_RE.match(x) for x in value):
+        raise ConfigError(f"{where} must be a list of rule ids")
+    return list(value)
 
 
 def load_catalog_file(path: str) -> Catalog:
@@ -204,7 +224,8 @@ def load_catalog_file(path: str) -> Catalog:
     cat = Catalog(cid, str(head.get("title", cid)), str(head.get("vendor", "")), scope,
                   str(head.get("source", "")), bool(head.get("generic", False)),
                   [compile_checked(p, 0, f"{path}: catalog {cid}: code_patterns") for p in pats],
-                  [str(a) for a in aliases], [], {str(k): str(v) for k, v in drivers.items()}, path)
+                  [str(a) for a in aliases], [], {str(k): str(v) for k, v in drivers.items()}, path,
+                  _rule_ids(head.get("consequence_of", []), f"{path}: catalog {cid}: consequence_of"))
     for p in cat.code_patterns:
         names = group_names(p.pattern, p.flags)
         if "code" not in names and "mnemonic" not in names:

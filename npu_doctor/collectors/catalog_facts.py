@@ -7,11 +7,14 @@ the log. An entry with `accelerator = true` whose line names a PCI address (or o
 vendor) creates or enriches an `accelerators[]` entry, but only where sysfs was not scanned
 (a snapshot of logs): on a machine whose /sys was read, the hardware is what /sys shows, and a
 log (perhaps from another machine) must not add devices to it.
+
+A line whose entry is `consequence_of` a rule that another line raises (same vendor and
+device) is made evidence of that line's finding (catalog.events.apply_consequences).
 """
 
 from __future__ import annotations
 
-from ..catalog.events import full_bdf, is_bdf
+from ..catalog.events import apply_consequences, full_bdf, is_bdf
 from ..facts import Facts
 from ..host import Host
 from ..registry import deriver
@@ -28,6 +31,15 @@ def derive_catalog_facts(facts: Facts, host: Host) -> None:
                 facts.set(path, value, where)
         if ev.get("accelerator") and ev.get("vendor") and not facts.get("inventory.sysfs_scanned"):
             _add_accelerator(facts, ev, where)
+
+
+@deriver()
+def demote_consequences(facts: Facts, host: Host) -> None:
+    """Lines that are the consequence of another line's finding (an entry's `consequence_of`)
+    become evidence of that finding; here, where the events of every log meet."""
+    events = facts.get("log_events")
+    if isinstance(events, list):
+        apply_consequences([ev for ev in events if isinstance(ev, dict) and ev.get("catalog")])
 
 
 def _add_accelerator(facts: Facts, ev: dict, where: str) -> None:

@@ -32,7 +32,8 @@ MAX_OPS_IN_SUMMARY = 12
 
 def _op_counts_text(op_counts: Dict[str, int]) -> str:
     items = list(op_counts.items())
-    text = ", ".join(f"{op} ×{n}" for op, n in items[:MAX_OPS_IN_SUMMARY])
+    # ×0: the log names the operator type but not how many nodes (a GPU or NNAPI delegate)
+    text = ", ".join(f"{op} ×{n}" if n else op for op, n in items[:MAX_OPS_IN_SUMMARY])
     if len(items) > MAX_OPS_IN_SUMMARY:
         text += f", and {len(items) - MAX_OPS_IN_SUMMARY} more types"
     return text
@@ -43,14 +44,19 @@ def _summary(runtime: str, agg: Dict[str, Any], entries: List[Dict[str, Any]]) -
     listed = sum(op_counts.values())
     named = _op_counts_text(op_counts)
     noun = "operator" if count == 1 else "operators"
+    # TensorRT moves layers off the DLA to the GPU, every other runtime to the CPU
+    where = "on the GPU instead of the DLA" if entries and all(
+        e.get("target") == "GPU" for e in entries) else "on the CPU"
     if count is not None and op_counts and listed == count:
-        text = f"{count} {noun} on the CPU: {named}"
+        text = f"{count} {noun} {where}: {named}"
     elif count is not None and op_counts:
-        text = f"{count} {noun} on the CPU (the log names {named})"
+        text = f"{count} {noun} {where} (the log names {named})"
     elif count is not None:
-        text = f"{count} {noun} on the CPU (the log does not name them)"
+        text = f"{count} {noun} {where} (the log does not name them)"
+    elif op_counts:
+        text = f"operators {where}: {named} (the log names the types, not how many nodes)"
     else:
-        text = "every node on the CPU (the log states no count)"
+        text = f"every node {where} (the log states no count)"
     statuses: List[str] = []
     for e in entries:
         st = e.get("status")

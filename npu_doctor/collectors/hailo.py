@@ -210,6 +210,15 @@ def derive_hailo(facts: Facts, host) -> None:
             facts.set(f"drivers.{mod}", {"version": e["version"], "loaded": True,
                                          "source": f"{e['source']}:{e['line_no']}"},
                       f"{e['source']}:{e['line_no']}")
+    if not facts.get("drivers.hailo_pci.version") and not facts.get("drivers.hailo1x_pci.version"):
+        # HailoRT names the loaded driver's version when it refuses it (log or app output only)
+        for e in _events(facts, "catalog:hailo-driver/driver-library-mismatch"):
+            if e.get("driver"):
+                mod = "hailo1x_pci" if P.family_of(e["driver"]) == "hailo1x" else "hailo_pci"
+                facts.set(f"drivers.{mod}", {"version": e["driver"],
+                                             "source": f"{e['source']}:{e['line_no']}"},
+                          f"{e['source']}:{e['line_no']}")
+                break
     drv_key = "hailo_pci" if facts.get("drivers.hailo_pci.version") else "hailo1x_pci"
     drv = facts.get(f"drivers.{drv_key}.version")
     lib = facts.get("sdks.hailort.version")

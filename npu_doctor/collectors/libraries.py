@@ -51,16 +51,18 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def expand_glob(host: Host, pattern: str) -> List[str]:
-    """host.glob, plus `**` for any number of directories (bounded walk, links followed once)."""
+def expand_glob(host: Host, pattern: str,
+                listings: Optional[Dict[str, List[str]]] = None) -> List[str]:
+    """host.glob, plus `**` for any number of directories (bounded walk, links followed once).
+    `listings`: as for Host.glob, shared by the patterns of one walk."""
     if "**" not in pattern:
-        return host.glob(pattern)
+        return host.glob(pattern, listings)
     base, _, rest = pattern.partition("/**/")
     if not rest:
         base, rest = pattern.rstrip("*").rstrip("/"), "*"
     out: List[str] = []
     budget = [MAX_WALK_DIRS]
-    for start in host.glob(base) if any(c in base for c in "*?[") else [base]:
+    for start in host.glob(base, listings) if any(c in base for c in "*?[") else [base]:
         seen = set()
         stack = [(start, 0)]
         while stack and budget[0] > 0:
@@ -70,7 +72,7 @@ def expand_glob(host: Host, pattern: str) -> List[str]:
                 continue
             seen.add(real)
             budget[0] -= 1
-            out.extend(host.glob(posixpath.join(d, rest)))
+            out.extend(host.glob(posixpath.join(d, rest), listings))
             if depth >= MAX_DEPTH:
                 continue
             try:
@@ -195,10 +197,11 @@ def _walk_roots(ctx: ProbeContext) -> List[Tuple[str, str, bool]]:
     """(sdk, path, from_python) of candidate SDK libraries, deduplicated by real path."""
     host = ctx.host
     cands: List[Tuple[str, str, bool]] = []
+    listings: Dict[str, List[str]] = {}
     for loc in ctx.args.get("location", []):
         sdk = str(loc.get("sdk", "unknown"))
         for pattern in loc.get("globs", []):
-            for p in expand_glob(host, pattern):
+            for p in expand_glob(host, pattern, listings):
                 cands.append((sdk, p, False))
     for sdk, p in _python_libraries(ctx, list(ctx.args.get("python_distributions", []))):
         cands.append((sdk, p, True))

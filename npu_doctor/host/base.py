@@ -12,7 +12,6 @@ Errors are the typed `HostError`s of `npu_doctor.errors`.
 
 from __future__ import annotations
 
-import fnmatch
 import io
 import posixpath
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from typing import Any, BinaryIO, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import HostError
 from ..lazyregex import lazy
+from ..namematch import filter_names
 
 #: Largest command output kept, per stream (bytes). A vendor tool that floods stdout is cut,
 #: and says so (CommandResult.cut): the first OUTPUT_CAP_BYTES are kept, but of a kernel log
@@ -233,8 +233,10 @@ class Host:
         except HostError:
             return None
 
-    def glob(self, pattern: str) -> List[str]:
-        """Absolute host paths matching a shell pattern (`*`, `?`, `[..]` per component)."""
+    def glob(self, pattern: str, listings: Optional[Dict[str, List[str]]] = None) -> List[str]:
+        """Absolute host paths matching a shell pattern (`*`, `?`, `[..]` per component).
+        `listings` ({dir: names}, filled as it goes) lets many patterns over the same
+        directories list each once (ten SDK globs in /usr/lib/x86_64-linux-gnu)."""
         parts = [p for p in pattern.split("/") if p]
         found = ["/"]
         for part in parts:
@@ -242,11 +244,15 @@ class Host:
             magic = any(c in part for c in "*?[")
             for base in found:
                 if magic:
-                    try:
-                        names = self.listdir(base)
-                    except HostError:
-                        continue
-                    nxt.extend(posixpath.join(base, n) for n in _filter(names, part)
+                    names = listings.get(base) if listings is not None else None
+                    if names is None:
+                        try:
+                            names = self.listdir(base)
+                        except HostError:
+                            names = []
+                        if listings is not None:
+                            listings[base] = names
+                    nxt.extend(posixpath.join(base, n) for n in filter_names(names, part)
                                if not n.startswith(".") or part.startswith("."))
                 else:
                     cand = posixpath.join(base, part)
@@ -280,15 +286,4 @@ def mode_allows(st: StatInfo, ident: Identity, write: bool = True) -> bool:
     else:
         bits = mode & 7
     return bits & need == need
-
-
-def _filter(names: List[str], part: str) -> List[str]:
-    """fnmatch.filter; a pattern with one `*` and no other magic (`libcuda.so*`, `*.so`,
-    `card*`: nearly all of them) is matched with startswith/endswith instead of a regex
-    compiled for it (a live check globs ~80 distinct patterns once each)."""
-    if part.count("*") == 1 and not any(c in part for c in "?[") and "\\" not in part:
-        head, _, tail = part.partition("*")
-        n = len(head) + len(tail)
-        return [x for x in names if len(x) >= n and x.startswith(head) and x.endswith(tail)]
-    return fnmatch.filter(names, part)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import errno
 import os
+import selectors
 import shutil
 import signal
 import stat as stat_mod
@@ -89,10 +90,28 @@ class LiveHost(Host):
             return None
         return _statinfo(st)
 
+    #: Reuse the kept output of a command that only reports on unchanged files (host.cmdcache);
+    #: `capture` turns it off so that a snapshot records this moment's runs.
+    reuse_outputs = True
+
     def run(self, argv: Sequence[str], timeout: float = 10.0) -> CommandResult:
         argv = list(argv)
         if not argv or (shutil.which(argv[0]) is None):
             raise CommandNotFound(argv[0] if argv else "", "command not found")
+        key = None
+        if self.reuse_outputs:
+            from . import cmdcache
+
+            key = cmdcache.key(argv)
+            kept = cmdcache.load(argv, key) if key is not None else None
+            if kept is not None:
+                return kept
+        res = self._run(argv, timeout)
+        if key is not None:
+            cmdcache.save(argv, key, res)
+        return res
+
+    def _run(self, argv: List[str], timeout: float) -> CommandResult:
         env = dict(os.environ, LC_ALL="C", LANG="C")
         start = time.monotonic()
         try:
@@ -195,42 +214,66 @@ def _statinfo(st: os.stat_result) -> StatInfo:
 
 def _communicate_capped(proc: subprocess.Popen, timeout: float,
                         newest: bool = False) -> Tuple[bytes, bytes, bool, Dict[str, int]]:
-    """Read both pipes, keeping OUTPUT_CAP_BYTES of each (the first, or the last when
-    `newest`; host.base.cap_output); kill the process group at the timeout. Returns (stdout,
-    stderr, timed out, {"stdout": bytes written, "stderr": ...})."""
-    bufs: Dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
-    sizes = {"stdout": 0, "stderr": 0}
+    """Read both pipes, keeping OUTPUT_CAP_BYTES of each: the first, or the last when
+    `newest` (host.base.cap_output, on a line boundary); the rest is read and dropped, so the
+    command never blocks on a full pipe. Kill the process group at the timeout. Returns
+    (stdout, stderr, timed out, {"stdout": bytes written, "stderr": ...}).
 
-    def pump(stream, key):
-        buf = bufs[key]
-        while True:
-            chunk = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
-            if not chunk:
-                break
-            sizes[key] += len(chunk)
-            if newest:
-                buf.extend(chunk)
-                if len(buf) > 2 * OUTPUT_CAP_BYTES:  # a rolling window: the newest bytes
-                    del buf[:len(buf) - OUTPUT_CAP_BYTES - 65536]
-            elif len(buf) <= OUTPUT_CAP_BYTES:  # one byte over: cap_output then cuts at a line
-                buf.extend(chunk[: OUTPUT_CAP_BYTES + 1 - len(buf)])
-
-    threads = [threading.Thread(target=pump, args=(proc.stdout, "stdout"), daemon=True),
-               threading.Thread(target=pump, args=(proc.stderr, "stderr"), daemon=True)]
-    for t in threads:
-        t.start()
+    One selector in the calling thread, no reader threads: `watch` runs commands every
+    sample for days, and two new threads per command made its RSS climb (glibc arenas of
+    threads that are gone keep their memory).
+    """
+    out, err = proc.stdout, proc.stderr
+    assert out is not None and err is not None
+    bufs: Dict[int, bytearray] = {out.fileno(): bytearray(), err.fileno(): bytearray()}
+    sizes: Dict[int, int] = {out.fileno(): 0, err.fileno(): 0}
+    deadline = time.monotonic() + timeout
     timed_out = False
+    drain_until: Optional[float] = None  # the command is gone; a grandchild may hold a pipe
+    with selectors.DefaultSelector() as sel:
+        for fd in bufs:
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            now = time.monotonic()
+            if drain_until is None:
+                if proc.poll() is not None:
+                    drain_until = now + 0.5
+                elif now >= deadline:
+                    timed_out = True
+                    _kill_group(proc)
+                    drain_until = time.monotonic() + 0.5
+            if drain_until is not None and now >= drain_until:
+                break  # a grandchild that escaped the group holds the pipe: not waited on
+            # wake at least every 50 ms while it runs: to see it exit, or reach the deadline
+            wait = (drain_until - now) if drain_until is not None else min(deadline - now, 0.05)
+            for key, _ev in sel.select(timeout=max(wait, 0.0)):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fd)
+                    continue
+                buf = bufs[key.fd]
+                sizes[key.fd] += len(chunk)
+                if newest:
+                    buf.extend(chunk)
+                    if len(buf) > 2 * OUTPUT_CAP_BYTES:  # a rolling window: the newest bytes
+                        del buf[:len(buf) - OUTPUT_CAP_BYTES - 65536]
+                elif len(buf) <= OUTPUT_CAP_BYTES:  # a byte over: cap_output cuts at a line
+                    buf.extend(chunk[: OUTPUT_CAP_BYTES + 1 - len(buf)])
+    if not timed_out:
+        try:  # both pipes closed: the command is ending (or closed them and kept running)
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+    return (cap_output(bytes(bufs[out.fileno()]), newest),
+            cap_output(bytes(bufs[err.fileno()]), newest), timed_out,
+            {"stdout": sizes[out.fileno()], "stderr": sizes[err.fileno()]})
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
     try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        proc.wait()
-    for t in threads:
-        # A grandchild that escaped the group may hold the pipe; do not wait on it forever.
-        t.join(timeout=0.5)
-    out, err = (cap_output(bytes(bufs[k]), newest) for k in ("stdout", "stderr"))
-    return out, err, timed_out, sizes
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    proc.wait()
+

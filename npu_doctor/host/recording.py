@@ -94,6 +94,8 @@ class RecordingHost(Host):
 
     def __init__(self, inner: Host) -> None:
         self.inner = inner
+        if getattr(inner, "reuse_outputs", False):
+            inner.reuse_outputs = False  # type: ignore[attr-defined]  # record this moment's runs
         self.source = inner.source
         self.path = inner.path
         self._lock = threading.Lock()

@@ -197,15 +197,18 @@ def _gpu_record(bus: str, g: Dict[str, Any], index: int) -> Dict[str, Any]:
         rec["thermal"] = thermal
 
     # utilisation, power, clocks
-    util = _num(_get(g, "Utilization", "Gpu"))
+    util = _num(_first(g, ("Utilization", "Gpu"), ("Utilization", "GPU")))  # "GPU" from R580 on
     if util is not None:
         rec["utilization_percent"] = util
     mem_util = _num(_get(g, "Utilization", "Memory"))
     if mem_util is not None:
         rec["memory_utilization_percent"] = mem_util
-    pw = _num(_first(g, ("GPU Power Readings", "Power Draw"), ("Power Readings", "Power Draw"),
-                     ("GPU Power Readings", "Average Power Draw"),
-                     ("GPU Power Readings", "Instantaneous Power Draw")))
+    # the first reading that is a number: R580+ GeForce print "Average Power Draw : N/A"
+    # next to an instantaneous reading
+    pw = next((v for v in (_num(_get(g, *p)) for p in (
+        ("GPU Power Readings", "Power Draw"), ("Power Readings", "Power Draw"),
+        ("GPU Power Readings", "Average Power Draw"),
+        ("GPU Power Readings", "Instantaneous Power Draw"))) if v is not None), None)
     if pw is not None:
         rec["power_w"] = pw
     pl = _num(_first(g, ("GPU Power Readings", "Current Power Limit"),

@@ -14,7 +14,9 @@ from ..host import Host
 from ..probe_runner import run_probes
 from ..probes import ProbeSpec
 from ..sdnotify import Notifier
+from ..workerpool import WorkerPool, limit_malloc_arenas
 from .events import DEFAULT_FAST_AREAS, Event, Tracker
+from .nvidia_sampling import NVIDIA_PROBE, NvidiaSampler
 from .sampling import InventoryCache
 
 #: The fast probe that walks sysfs for accelerators (re-run only when InventoryCache says so).
@@ -50,6 +52,9 @@ class Watcher:
         self.fast_specs = self._fast(config.specs)
         # sampling path: sysfs walked again on udev events and every inventory_interval seconds
         self.inventory = InventoryCache(inventory_interval)
+        self.nvidia = NvidiaSampler()   # `nvidia-smi --query-gpu` between full `-q` runs
+        self.pool = WorkerPool()        # the full checks' probe workers, for the daemon's life
+        limit_malloc_arenas()           # before those workers allocate: one arena, flat RSS
         self._busy = False
         self._first = True
         self._prune = True
@@ -125,12 +130,18 @@ class Watcher:
             reuse = {}
             if self.inventory.reusable(mono):
                 reuse[INVENTORY_PROBE] = self.inventory.refresh(self.host)
+            nv_spec = next((s for s in self.fast_specs if s.id == NVIDIA_PROBE), None)
+            nv = self.nvidia.refresh(self.host, nv_spec.timeout_s) if nv_spec is not None else None
+            if nv is not None:
+                reuse[NVIDIA_PROBE] = nv
             facts, results = run_probes(self.host, self.fast_specs, max_workers=0,
                                         options={"sample_s": 0, "signatures": self.config.signatures,
                                                  "catalogs": self.config.catalogs, "reuse": reuse})
             for r in results:
                 if r.id == INVENTORY_PROBE and INVENTORY_PROBE not in reuse:
                     self.inventory.store(r, mono)
+                elif r.id == NVIDIA_PROBE and NVIDIA_PROBE not in reuse:
+                    self.nvidia.store(r)
             events = self.tracker.sample(facts, results, now)
             if self._prune:
                 # a probe with nothing to read on this host is left alone from now on
@@ -140,7 +151,7 @@ class Watcher:
             if time.monotonic() - self._last_check >= self.check_interval:
                 self._last_check = time.monotonic()
                 try:
-                    result = run_check(self.host, self.config)
+                    result = run_check(self.host, self.config, pool=self.pool)
                     events += self.tracker.check(result.findings)
                     self.tracker.check_ok = True
                     for r in result.probes:
@@ -173,6 +184,7 @@ class Watcher:
         self._hotplug = False
         self._last_inventory = time.monotonic()
         self.inventory.invalidate()  # the accelerators probe walks sysfs again this sample
+        self.nvidia.invalidate()     # and the nvidia probe reads the whole `nvidia-smi -q`
         every = self._fast(self.config.specs)
         if len(every) != len(self.fast_specs):
             self.fast_specs = every
@@ -236,6 +248,7 @@ class Watcher:
         self.config = new
         self.fast_specs = self._fast(new.specs)
         self.inventory.invalidate()
+        self.nvidia.invalidate()
         self._prune = True
         self._last_check = -1e18
         self.emit(Event("config-reloaded", "config", "info",

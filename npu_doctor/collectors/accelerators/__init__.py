@@ -23,7 +23,10 @@ max_width}, freq.devfreq (the devfreq class path; freq.devfreq_name, cur_hz ... 
 the `link_devfreq` deriver),
 driver.bound (true when the `driver` link or anything only a bound driver creates exists:
 a class device, debugfs, a devfreq device), udev.match (udev match keys for this device, used
-by the persistent fixes), sensors.temperature {available, zone_types, path}.
+by the persistent fixes), sensors.temperature {available, zone_types, path, reading_invalid,
+raw_c}; for a sensor on the class device (Coral apex) temperature_c, trip_points_c (the
+driver's plausible throttle trips, °C) and throttle_trip_c (the highest trip reached); a
+reading outside -40..200 °C is no temperature_c but reading_invalid with raw_c.
 
 Collector `rknpu_debugfs` reads `version` and `load` of the RKNPU driver (debugfs or procfs)
 -> `drivers.rknpu.version`, the rknpu accelerator's driver.version, load {cores_percent,

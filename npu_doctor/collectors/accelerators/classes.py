@@ -7,6 +7,7 @@ import re
 from typing import Any, Dict, Optional
 
 from ...host import Host
+from ...parsers.thermal import plausible_c, plausible_trip_c
 from .inventory import _INDEX_RE, _apply_row, _device_common, _int, _Inventory, _is_link, _set
 
 
@@ -112,12 +113,29 @@ def _vendor_class_attrs(inv: _Inventory, rec: Dict[str, Any], srcs: Dict[str, st
             "reason": ("unreadable" if exists else "attribute missing in this driver build")}
         srcs["sensors.temperature"] = classdev
         return
-    _set(rec, srcs, "temperature_c", round(val / 1000.0, 2), path)
-    rec.setdefault("sensors", {})["temperature"] = {"available": True, "path": path}
-    trips = []
+    temp_c = round(val / 1000.0, 2)
+    sensor: Dict[str, Any] = {"available": True, "path": path}
+    rec.setdefault("sensors", {})["temperature"] = sensor
+    if not plausible_c(temp_c):
+        # -87.9 °C from an apex whose sensor stopped reporting (google-coral/edgetpu#843):
+        # not a temperature, so not used for throttling; the raw value is kept as evidence
+        sensor.update(reading_invalid=True, raw_c=temp_c)
+        for key in ("sensors.temperature.raw_c", "sensors.temperature.path",
+                    "sensors.temperature.reading_invalid"):
+            srcs[key] = path
+    else:
+        _set(rec, srcs, "temperature_c", temp_c, path)
+    trips = []  # (°C, attribute path); an implausible trip (a truncated value) is left out
     for t in info.get("trip_attrs", []):
         tv = _int(host.read_attr(f"{classdev}/{t}"))
-        if tv is not None:
-            trips.append(round(tv / 1000.0, 2))
+        if tv is not None and plausible_trip_c(tv / 1000.0):
+            trips.append((round(tv / 1000.0, 2), f"{classdev}/{t}"))
     if trips:
-        _set(rec, srcs, "trip_points_c", trips, classdev)
+        _set(rec, srcs, "trip_points_c", [t for t, _ in trips], classdev)
+        # the driver's throttle steps (Coral: 500 -> 250 -> 125 -> 62.5 MHz at trip 0/1/2):
+        # the highest one the temperature has reached is the one in force
+        if "temperature_c" in rec:
+            crossed = [(t, p) for t, p in trips if rec["temperature_c"] >= t]
+            if crossed:
+                t, p = max(crossed)
+                _set(rec, srcs, "throttle_trip_c", t, p)

@@ -4,11 +4,12 @@ The seed write-ups' first method: turn the runtime's log up and search it for wh
 placed on the CPU. Every parser here is a pure function on the *whole* text of one log and
 returns a list of entries, one per statement the log makes:
 
-    {"runtime": "onnxruntime" | "qnn" | "vitisai" | "edgetpu" | "rknn" | "torch_npu" | "ascend",
+    {"runtime": "onnxruntime" | "qnn" | "vitisai" | "edgetpu" | "rknn" | "torch_npu" | "ascend"
+                | "tflite" | "tflite_gpu" | "tflite_nnapi" | "armnn" | "tensorrt",
      "kind": "op" | "total" | "hint",
      "op": "Gather" | None,          # operator type as the log prints it (None: not named)
      "count": 1 | None,              # operators this entry stands for (None: not stated)
-     "target": "CPUExecutionProvider" | "CPU" | "AiCpu",
+     "target": "CPUExecutionProvider" | "CPU" | "AiCpu" | "GPU" (TensorRT: off the DLA),
      "line_no": 7,                   # 1-based line in the log
      "group": 6,                     # line of the block header: entries of one block share it
      "line": "...", ...}             # the cleaned line, plus format-specific keys (node, status)
@@ -85,6 +86,10 @@ VariableFallbackKernel.cpp:250]`; terminals wrap the line mid-word
 modelscope/ms-swift#1047 "run on CPU"). Each operator warns once per process, so an operator
 repeated by several ranks counts once.
 
+TensorFlow Lite delegates (GPU, NNAPI, Arm NN; the interpreter's `Replacing N out of M node(s)`
+summary) and TensorRT's DLA-to-GPU fallback: formats and sources in `tflite.py` and
+`tensorrt.py`.
+
 Ascend AICPU (torch_npu op-plugin): `Warning: kernel [ArgSort] can not support dtype int32 or
 int64 on AiCore, Now this kernel is running on AiCpu.` (vllm-project/vllm-ascend#2210); CANN
 profiler CSVs (`op_statistic.csv`: `OP Type,Core Type,Count,...`; `kernel_details.csv`:
@@ -102,11 +107,13 @@ from .common import MAX_LINE, Entry, clean_line, log_lines, strip_prefix  # noqa
 from .edgetpu import parse_edgetpu
 from .onnxruntime import parse_onnxruntime, parse_vitisai
 from .rknn import parse_rknn
+from .tensorrt import parse_tensorrt_dla
+from .tflite import parse_tflite
 from .torch_npu import parse_torch_npu
 
 # -- all of them ---------------------------------------------------------------------------
 PARSERS = (parse_onnxruntime, parse_vitisai, parse_edgetpu, parse_rknn, parse_torch_npu,
-           parse_ascend_aicpu)
+           parse_ascend_aicpu, parse_tflite, parse_tensorrt_dla)
 
 RUNTIME_NAMES = {
     "onnxruntime": "ONNX Runtime",
@@ -117,6 +124,11 @@ RUNTIME_NAMES = {
     "torch_npu": "torch_npu",
     "torch": "PyTorch",
     "ascend": "Ascend CANN",
+    "tflite": "TensorFlow Lite",
+    "tflite_gpu": "TFLite GPU delegate",
+    "tflite_nnapi": "TFLite NNAPI delegate",
+    "armnn": "Arm NN TFLite delegate",
+    "tensorrt": "TensorRT (DLA)",
 }
 
 
@@ -155,7 +167,7 @@ def aggregate(entries: Iterable[Entry]) -> Dict[str, Any]:
             if op not in op_counts:
                 ops.append(op)
                 op_counts[op] = 0
-            op_counts[op] += e.get("count") or 0
+            op_counts[op] += e.get("count") or 0   # 0: named, not counted
         if e.get("count") is not None:
             b["sum"] = (b["sum"] or 0) + e["count"]
     count: Optional[int] = None

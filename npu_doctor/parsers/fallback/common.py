@@ -17,6 +17,11 @@ _PREFIX_RES = [
     lazy(r"^\s*\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s*"),                 # ray worker
     lazy(r"^\s*\[?rank\d+\]?:\s*"),                                    # torch.distributed
     lazy(r"^\s*[IVWED]/[\w.]+(?:\(\s*\d+\))?:\s*"),                    # android logcat
+    # logcat threadtime (default of `adb logcat`): `11-30 10:00:00.123  1234  1234 E RKNN    : `
+    lazy(r"^\s*(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? +(?:[a-z_]\w* +)?\d+ +\d+ [VDIWEF] "
+         r"(?:[^\s:]+ *:\s*)?"),
+    # Kubernetes CRI log file: `2024-03-04T10:00:00.123456789Z stdout F `
+    lazy(r"^\s*\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d) (?:stdout|stderr) [FP] "),
     lazy(r"^\s*\[?\d{2,4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"
          r"(?:Z|[+-]\d{2}:?\d{2})?\]?\s*"),                            # ISO date-time
     lazy(r"^\s*[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ [^\s:]+(?:\[\d+\])?:\s*"),  # syslog

@@ -182,14 +182,46 @@ def parse_onnxruntime(text: str) -> List[Entry]:
         summaries = [e for e in others if e["kind"] == "summary"]
         rejects = [e for e in others if e["kind"] == "reject"]
         if summaries:
-            e = dict(summaries[-1])
-            e["kind"] = "total"
-            out.append(e)
+            for e in _summary_totals(summaries):
+                out.append(e)
         elif rejects:
             e = dict(rejects[0])
             e["kind"] = "total"
             out.append(e)
     out.extend(e for e in others if e["kind"] == "hint")
+    return out
+
+
+#: EPs that ask for the NHWC layout: ORT calls their GetCapability again after the layout
+#: transformation (onnxruntime/core/framework/graph_partitioner.cc), so one session prints
+#: two summaries of one graph with different node counts.
+_NHWC_EPS = ("QNN", "NNAPI", "XNNPACK")
+
+
+def _summary_totals(summaries: List[Entry]) -> List[Entry]:
+    """The EP summaries that count: each distinct (EP, graph nodes, supported nodes) once (a
+    session created twice repeats them), summed over graphs (one app loads several models:
+    FastVLM's vision encoder and token embedder); for a layout-transforming EP only its last
+    summary, since its earlier ones describe the same graph before the transformation."""
+    picked: List[Entry] = []
+    seen = set()
+    last_nhwc: Dict[str, Entry] = {}
+    for e in summaries:
+        ep = e.get("ep", "")
+        if ep.upper() in _NHWC_EPS:
+            last_nhwc[ep] = e
+            continue
+        key = (ep, e.get("graph_nodes"), e.get("supported_nodes"))
+        if key in seen:
+            continue
+        seen.add(key)
+        picked.append(e)
+    picked.extend(last_nhwc.values())
+    out = []
+    for e in sorted(picked, key=lambda x: x["line_no"]):
+        e = dict(e)
+        e["kind"] = "total"
+        out.append(e)
     return out
 
 

@@ -1,4 +1,13 @@
-"""RKNN toolkit2 compiler and librknnrt runtime: ops placed on (or failing on) the CPU."""
+"""RKNN toolkit2 compiler and librknnrt runtime: ops placed on (or failing on) the CPU.
+
+Besides the formats in the package docstring, the toolkit2 compiler states a CPU placement as
+`I RKNN: [10:18:39.903] Compiler: LayerNorm: Shape not support Target:NPU, turn to Target:CPU
+implement.` (rockchip-linux/rknn-toolkit2#162), `No lowering found for: /model/encoder/
+embed_positions/CumSum, node type = CumSum, use CustomOperatorLower instead.` (toolkit2 2.x,
+printed by the Python layer without the `RKNN:` prefix, sometimes wrapped after the comma; the
+node becomes a CPU custom operator) and, for a layer it does not name, `E RKNN: [19:02:58.658]
+channel is too large, may produce thousands of regtask, fallback to cpu!`.
+"""
 
 from __future__ import annotations
 
@@ -16,10 +25,17 @@ _RKNN_NODE_TARGET_RE = lazy(r"\bnode:\s*(?P<op>[A-Za-z_][\w]*):(?P<name>\S+?),\s
 _RKNN_UNSUPPORT_CPU_RE = lazy(r"\bunsupport cpu (?P<op>[A-Za-z_]\w*) op(?:, op name:\s*"
                               r"(?P<name>\S+))?", re.IGNORECASE)
 _RKNN_UNSUPPORT_CPU2_RE = lazy(r"\bUnsupport CPU op:\s*(?P<op>[A-Za-z_]\w*)")
+_RKNN_TURN_TO_CPU_RE = lazy(r"\bCompiler: (?P<op>[A-Za-z_]\w*): (?P<why>[^\n]{0,200}?)\s*,?\s*turn to "
+                            r"Target:\s*CPU")
+_RKNN_NO_LOWERING_RE = lazy(r"\bNo lowering found for: (?P<name>[^,\n]+?),\s*node type = "
+                            r"(?P<op>[A-Za-z_]\w*), use CustomOperatorLower")
+_RKNN_CHANNEL_CPU_RE = lazy(r"\bchannel is too large, may produce thousands of regtask, fallback "
+                            r"to cpu", re.IGNORECASE)
 _RKNN_TABLE_HEADER_RE = lazy(r"^\s*ID\s+OpType\s+DataType\s+Target\b(?P<rest>.*)$")
 _RKNN_IO_OPS = ("InputOperator", "OutputOperator")
 #: any line the RKNN parser acts on contains one of these (a cheap first test)
-_RKNN_ANY = ("OpType", "Target:", "fallback to CPU", "nsupport cpu", "nsupport CPU")
+_RKNN_ANY = ("OpType", "Target:", "fallback to CPU", "fallback to cpu", "nsupport cpu",
+             "nsupport CPU", "No lowering found")
 
 
 def _rknn_any(text: str) -> bool:
@@ -45,7 +61,7 @@ def parse_rknn(text: str) -> List[Entry]:
     lines = log_lines(text)
     seen = set()
 
-    def add(op: str, name: Optional[str], line_no: int, raw: str, **extra: Any) -> None:
+    def add(op: Optional[str], name: Optional[str], line_no: int, raw: str, **extra: Any) -> None:
         key = (op, name) if name else (op, "line", line_no)
         if key in seen:
             return
@@ -77,6 +93,24 @@ def parse_rknn(text: str) -> List[Entry]:
         if m and _rknn_context(raw):
             if m.group("target").upper() == "CPU":
                 add(m.group("op"), m.group("name"), line_no, raw, source_format="node-target")
+            continue
+        m = _RKNN_TURN_TO_CPU_RE.search(raw)
+        if m and _rknn_context(raw):
+            add(m.group("op"), None, line_no, raw, reason=m.group("why").strip() or None,
+                source_format="compiler-turn-to-cpu")
+            continue
+        if "No lowering found" in raw:
+            # the toolkit's Python layer prints it unprefixed, sometimes wrapped after the comma
+            joined = raw + (" " + lines[i + 1].strip() if i + 1 < len(lines) else "")
+            m = _RKNN_NO_LOWERING_RE.search(joined)
+            if m:
+                add(m.group("op"), m.group("name").strip(), line_no, raw,
+                    source_format="no-lowering-custom-op")
+            continue
+        m = _RKNN_CHANNEL_CPU_RE.search(raw)
+        if m and _rknn_context(raw):
+            add(None, None, line_no, raw, reason="channel is too large",
+                source_format="channel-too-large")
             continue
         m = _RKNN_WILL_FALLBACK_RE.search(raw)
         if m and _rknn_context(raw):

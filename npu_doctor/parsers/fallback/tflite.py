@@ -1,0 +1,168 @@
+"""TensorFlow Lite delegates: what the GPU, NNAPI and Arm NN delegates left to TFLite's CPU
+kernels, and the interpreter's own partition summary.
+
+Formats (verbatim examples; sources):
+
+GPU delegate (OpenCL/OpenGL on Android and Linux, Metal on iOS; lite/delegates/gpu/common/
+model_builder.cc GetOpsToReplace), one line per rejected operator type between a header and a
+total:
+- 2020+: `Following operations are not supported by GPU delegate:` / `ARG_MAX: Operation is not
+  supported.` / `97 operations will run on the GPU, and the remaining 200 operations will run on
+  the CPU.`, or `No operations will run on the GPU, and all 31 operations will run on the CPU.`
+  (tensorflow/tensorflow#57907, #49160, #56301);
+- 2019: `Next operations are not supported by GPU delegate:` ... `First 2 operations will run on
+  the GPU, and the remaining 249 on the CPU.` (#35378, mattn/go-tflite#7);
+- the first OpenGL delegate: `WARNING: 25 cannot be handled by this delegate.  Only the first 30
+  ops will run on the GPU, and the remaining 1 on the CPU` (#31720).
+The header can sit at the end of a Java exception line (`Failed to apply delegate: Next
+operations ...`) or after a `TFLite Warning:` / `ERROR:` / logcat prefix.
+
+NNAPI delegate (lite/delegates/nnapi/nnapi_delegate.cc, verbose validation): `WARNING: Operator
+FAKE_QUANT (v1) refused by NNAPI delegate: Unsupported operation type.` (#47905); one line per
+failed check, so a node can print several: operators are named, not counted.
+
+Arm NN TFLite delegate (armnn/delegate/src/armnn_delegate.cpp): `ERROR: Operator TILE [69] is
+not supported by armnn_delegate.` (ARM-software/armnn#740, #678; one line per operator TYPE --
+the number is the BuiltinOperator code, 69 = TILE, not a node) and `DEQUANTIZE: not supported by armnn: <backend reason>` (#719, #666, #758). Nodes Arm NN
+does not take run on TFLite's own CPU kernels.
+
+Interpreter (lite/core/subgraph.cc ReplaceNodeSubsetsWithDelegateKernels, TF 2.13+): `Replacing
+60 out of 64 node(s) with delegate (TfLiteNnapiDelegate) node, yielding 3 partitions for the
+whole graph.` -- the nodes left out stay on the CPU. XNNPACK is the CPU delegate and never
+counts; a GPU delegate total already stated by the GPU block is not counted twice.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from ...lazyregex import lazy
+from ...registry import parser
+from .common import Entry, _entry, log_lines, strip_prefix
+
+_GPU_HEADER_RE = lazy(r"\b(?:Following|Next) operations are not supported by GPU delegate:\s*$")
+_GPU_OP_RE = lazy(r"^\s*(?:CUSTOM\s+)?(?P<op>[A-Za-z][A-Za-z0-9_]*):(?P<why>.*)$")
+_GPU_TOTAL_RES = (
+    lazy(r"\b(?P<gpu>\d+) operations will run on the GPU, and the remaining (?P<cpu>\d+) "
+         r"operations will run on the CPU"),
+    lazy(r"\bNo operations will run on the GPU, and all (?P<cpu>\d+) operations will run on the "
+         r"CPU"),
+    lazy(r"\bFirst (?P<gpu>\d+) operations will run on the GPU, and the remaining (?P<cpu>\d+) "
+         r"on the CPU"),
+    lazy(r"\bOnly the first (?P<gpu>\d+) ops will run on the GPU, and the remaining (?P<cpu>\d+) "
+         r"on the CPU"),
+)
+_NNAPI_RE = lazy(r"\bOperator (?P<op>[A-Za-z][A-Za-z0-9_]*) \(v\d+\) refused by NNAPI delegate"
+                 r"(?::(?P<why>.*))?$")
+_ARMNN_OP_RE = lazy(r"\bOperator (?P<op>[A-Za-z][A-Za-z0-9_]*) \[\d+\] is not supported by "
+                    r"armnn_delegate")
+_ARMNN_BACKEND_RE = lazy(r"(?:^|\s)(?P<op>[A-Z][A-Z0-9_]*): not supported by armnn"
+                         r"(?::(?P<why>.*))?$")
+_REPLACING_RE = lazy(r"\bReplacing (?P<n>\d+) out of (?P<m>\d+) node\(s\) with delegate "
+                     r"\((?P<delegate>[^)]+)\) node")
+#: any line this parser acts on contains one of these (a cheap first test)
+_ANY = ("supported by GPU delegate", "will run on the GPU", "refused by NNAPI delegate",
+        "not supported by armnn", "node(s) with delegate (")
+_MAX_BLOCK = 200
+
+
+def _any(text: str) -> bool:
+    return any(s in text for s in _ANY)
+
+
+def _gpu_total(line: str) -> Optional[int]:
+    for rx in _GPU_TOTAL_RES:
+        m = rx.search(line)
+        if m:
+            return int(m.group("cpu"))
+    return None
+
+
+@parser("fallback_tflite")
+def parse_tflite(text: str) -> List[Entry]:
+    """TFLite delegate statements of nodes left to the CPU (see the module docstring).
+
+    GPU delegate: one "op" entry per rejected operator type (count not stated: the log names
+    types, not nodes) and one "total" entry with the CPU operation count, grouped at the
+    header. NNAPI and Arm NN refusals: one "op" entry per operator type (uncounted).
+    `Replacing N out of M`
+    with N < M for a non-XNNPACK delegate: a "total" of M - N (skipped for a GPU delegate
+    whose own block states the total).
+    """
+    out: List[Entry] = []
+    if not _any(text):
+        return out
+    lines = log_lines(text)
+    seen_ops = set()
+    gpu_totals = 0
+    replacing: List[Entry] = []
+    i, n = 0, len(lines)
+    while i < n:
+        raw = lines[i]
+        if not _any(raw):
+            i += 1
+            continue
+        body = strip_prefix(raw)
+        if _GPU_HEADER_RE.search(body):
+            group = i + 1
+            j = i + 1
+            block: List[Entry] = []
+            total: Optional[int] = None
+            while j < n and j <= i + _MAX_BLOCK:
+                b = strip_prefix(lines[j])
+                t = _gpu_total(b)
+                if t is not None:
+                    total = t
+                    if t > 0:
+                        block.append(_entry("tflite_gpu", "total", None, t, "CPU", j + 1, group, b))
+                    j += 1
+                    break
+                m = _GPU_OP_RE.match(b)
+                if m:
+                    block.append(_entry("tflite_gpu", "op", m.group("op"), None, "CPU", j + 1,
+                                        group, b, reason=(m.group("why") or "").strip() or None))
+                elif b.strip():
+                    break
+                j += 1
+            if total != 0:
+                out.extend(block)
+                gpu_totals += 1 if total else 0
+            i = j
+            continue
+        t = _gpu_total(body)
+        if t:
+            # a total without its header (the header line was cut off)
+            out.append(_entry("tflite_gpu", "total", None, t, "CPU", i + 1, i + 1, body))
+            gpu_totals += 1
+            i += 1
+            continue
+        m = _NNAPI_RE.search(body)
+        if m:
+            if ("nnapi", m.group("op")) not in seen_ops:
+                seen_ops.add(("nnapi", m.group("op")))
+                out.append(_entry("tflite_nnapi", "op", m.group("op"), None, "CPU", i + 1, 0, body,
+                                  reason=(m.group("why") or "").strip() or None))
+            i += 1
+            continue
+        m = _ARMNN_OP_RE.search(body) or _ARMNN_BACKEND_RE.search(body)
+        if m:
+            if ("armnn", m.group("op")) not in seen_ops:
+                seen_ops.add(("armnn", m.group("op")))
+                out.append(_entry("armnn", "op", m.group("op"), None, "CPU", i + 1, 0, body,
+                                  reason=(m.groupdict().get("why") or "").strip() or None))
+            i += 1
+            continue
+        m = _REPLACING_RE.search(body)
+        if m:
+            left = int(m.group("m")) - int(m.group("n"))
+            delegate = m.group("delegate")
+            if left > 0 and "XNNPack" not in delegate:
+                replacing.append(_entry("tflite", "total", None, left, "CPU", i + 1, i + 1, body,
+                                        delegate=delegate))
+        i += 1
+    for e in replacing:
+        d = e["delegate"]
+        if gpu_totals and ("Gpu" in d or "Metal" in d or "GPU" in d):
+            continue
+        out.append(e)
+    return out
