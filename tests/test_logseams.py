@@ -114,7 +114,7 @@ def test_line_without_breaks_is_cut_and_said(tmp_path, monkeypatch):
     ort = (DATA / "ort_1.14_cuda_sherpa_onnx_163.log").read_text()
     text = "first line\r\n" + "{\"k\": 1}" * 5000 + "\r\n" + ort + "z" * 25000
     path = tmp_path / "app.log"
-    path.write_text(text, newline="")
+    path.write_bytes(text.encode())
     cut = []
     got = [x for lines in logstream.iter_log_chunks(str(path), cut_lines=cut) for x in lines]
     want = text.splitlines()

@@ -371,7 +371,7 @@ class CaptureWriter:
             bases.append(red.apply_path(rel) or "log")
         keep = bases == sorted(bases) and len(set(bases)) == len(bases)
         nlogs = 0
-        truncated = []
+        truncated: List[Dict[str, Any]] = []
         for i, ((name, text), base) in enumerate(zip(logs, bases), 1):
             cand = base if keep else f"{i:02d}-{posixpath.basename(base)}"
             self.log_map[name] = "logs/" + cand
@@ -419,8 +419,8 @@ class CaptureWriter:
         record, under its new name."""
         from ..truncation import from_snapshot
 
-        base = self.inner
-        while getattr(base, "inner", None) is not None:
+        base: Any = self.inner
+        while getattr(base, "inner", None) is not None:  # a RecordingHost inside
             base = base.inner
         out = []
         for r in from_snapshot(base.snapshot_meta()):
