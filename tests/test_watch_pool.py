@@ -73,6 +73,8 @@ def test_watch_full_checks_reuse_the_pool(tmp_path):
         w._last_check = -1e18  # a full check on each of these samples
         w.run_once()
         assert w.tracker.check_ok
-    # seven checks of up to 8 workers each: without the pool, up to 56 threads started
-    assert w.pool.started <= 8
-    assert len(set(threading.enumerate()) - others) <= 8
+    # seven checks of up to 8 workers each: without the pool, up to 56 threads started. A
+    # loaded machine can make a probe look blocked in a command (BLOCKED_AFTER_S), and the
+    # runner then adds a worker for the queue behind it: a few more than 8, never one set per check
+    assert w.pool.started <= 16
+    assert len(set(threading.enumerate()) - others) <= 16
