@@ -193,6 +193,29 @@ def check_runtime_driver(component: str, runtime_version: str, driver_version: s
     return rec
 
 
+def check_driver_defect(rec: Dict[str, Any], defects: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Turn an `ok` runtime/driver record into a mismatch when a `rknpu-driver-defects` row says
+    this driver release fails jobs of this runtime (a driver bug fixed in `driver_below`).
+
+    A row: runtime, runtime_min, runtime_below (the runtimes seen failing), driver_min,
+    driver_below (the defective driver range), note, source. Other records pass unchanged.
+    """
+    if rec.get("status") != "ok":
+        return rec
+    for row in defects:
+        if row.get("runtime") != rec["runtime"] or not _in_range(
+                rec["runtime_version"], row.get("runtime_min"), row.get("runtime_below")):
+            continue
+        if not _in_range(rec["driver_version"], row.get("driver_min"), row.get("driver_below")):
+            continue
+        rec = dict(rec, status="mismatch", kind="required", driver_min=row["driver_below"],
+                   row_source=row.get("source"), row_date=row.get("date"), note=row.get("note", ""),
+                   detail=f"rknpu {row['driver_min']} to before {row['driver_below']} fails jobs of "
+                          f"{rec['runtime']} {rec['runtime_version']} ({row.get('source')})")
+        break
+    return rec
+
+
 def _major_minor(v: str) -> Optional[Tuple[int, int]]:
     n = versions.normalize(v)
     if n is None:
@@ -223,7 +246,8 @@ def derive_rknn_compat(facts: Facts, host: Host) -> None:
         for comp in ("librknnrt", "librknnmrt", "rkllm"):
             ver = facts.get(f"sdks.{comp}.version")
             if ver:
-                out.append((check_runtime_driver(comp, ver, driver, rows, known_max),
+                out.append((check_driver_defect(check_runtime_driver(comp, ver, driver, rows, known_max),
+                                                mats.get("rknpu-driver-defects", [])),
                             f"sdks.{comp}.version"))
     # toolkit (what built or runs the model) newer than the runtime by major.minor
     runtime = facts.get("sdks.librknnrt.version") or facts.get("sdks.librknnmrt.version")
