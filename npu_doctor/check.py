@@ -19,7 +19,7 @@ SCHEMA = "npu-doctor/report/v1"
 SCHEMA_URL = "https://raw.githubusercontent.com/npu-doctor/npu-doctor/main/npu_doctor/schema/report-v1.json"
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity; no generated __eq__ (start-up)
 class CheckResult:
     host: Host
     facts: Facts
@@ -39,7 +39,7 @@ class CheckResult:
         }
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity; no generated __eq__ (start-up)
 class Config:
     """Loaded probe specs and rules; `watch` reloads it on SIGHUP."""
 

@@ -54,7 +54,7 @@ class ProbeError(Exception):
     """Raised by a collector or parser: the probe could not produce its facts."""
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity; no generated __eq__ (start-up)
 class ProbeSpec:
     id: str
     area: str = "system"
@@ -71,7 +71,7 @@ class ProbeSpec:
     override: bool = False
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity; no generated __eq__ (start-up)
 class ProbeResult:
     id: str
     status: str  # ok | no_data | error
@@ -216,7 +216,7 @@ class ProbeContext:
             lst.append({"path": path, "probe": self.spec.id, "check": check or self.spec.title})
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity; no generated __eq__ (start-up)
 class Signature:
     """A log line that means something: `[[signature]]` in probes/*.toml.
 

@@ -70,7 +70,7 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity; no generated __eq__ (start-up)
 class Dist:
     name: str
     norm: str
@@ -108,7 +108,7 @@ class Dist:
         return self.files(host, _SO_RE, ".so")
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity; no generated __eq__ (start-up)
 class Env:
     python: str
     origin: str

@@ -29,7 +29,7 @@ class Fix:
     when: List[Any] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity; no generated __eq__ (start-up)
 class Match:
     for_each: Optional[str]
     when: List[Any]
@@ -41,7 +41,7 @@ class Match:
     file: str = ""
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity; no generated __eq__ (start-up)
 class Rule:
     id: str
     severity: str
@@ -76,7 +76,7 @@ class Finding:
                 "evidence": self.evidence, "fixes": self.fixes}
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity; no generated __eq__ (start-up)
 class RuleSet:
     rules: List[Rule]
     matrices: Dict[str, List[Dict[str, Any]]] = field(default_factory=dict)

@@ -13,6 +13,7 @@ from ..errors import HostError
 from ..host.recording import RecordingHost
 from .names import _hostname
 from .output import _write_dir, _write_tar, output_kind
+from .commands import command_tables
 from .tree import CaptureResult, _merge_ranges, _safe_target, _Sparse, _Tree
 from ..lazyregex import lazy
 
@@ -213,47 +214,8 @@ class CaptureWriter:
             self.tree.placeholders.discard(link)
 
     # -- content ---------------------------------------------------------------------------------
-    def _identity_command(self) -> Optional[Dict[str, Any]]:
-        ident = self.rec.identity_used
-        if ident is None or ("id",) in self.rec.commands or ident.uid is None:
-            return None
-        names = dict(zip(ident.groups, ident.group_names))
-        try:
-            import grp
-
-            for g in ident.groups + ([ident.gid] if ident.gid is not None else []):
-                if g not in names:
-                    names[g] = grp.getgrgid(g).gr_name
-        except (ImportError, KeyError):
-            pass
-
-        def item(n: Optional[int], name: Optional[str]) -> str:
-            return f"{n}({name})" if name else f"{n}"
-
-        text = f"uid={item(ident.uid, ident.user)}"
-        if ident.gid is not None:
-            text += f" gid={item(ident.gid, names.get(ident.gid))}"
-        if ident.groups:
-            text += " groups=" + ",".join(item(g, names.get(g)) for g in ident.groups)
-        return {"argv": ["id"], "returncode": 0, "stdout": text + "\n", "stderr": ""}
-
     def _commands(self) -> List[Dict[str, Any]]:
-        out = []
-        for argv, res in sorted(self.rec.commands.items()):
-            d: Dict[str, Any] = {"argv": list(argv)}
-            if res.timed_out:
-                d["timed_out"] = True
-            else:
-                d["returncode"] = int(res.returncode if res.returncode is not None else -1)
-            d["stdout"] = res.stdout
-            d["stderr"] = res.stderr
-            if res.cut:  # the replay reports the cut as the live run did
-                d["cut"] = dict(sorted(res.cut.items()))
-            out.append(d)
-        ident = self._identity_command()
-        if ident:
-            out.append(ident)
-        return out
+        return command_tables(self.rec)
 
     def _learn(self, commands: List[Dict[str, Any]]) -> None:
         """First pass of redaction: learn every value from everything that will be written."""

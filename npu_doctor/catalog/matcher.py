@@ -48,7 +48,7 @@ def load_catalogs(extra_dirs: Iterable[str] = ()) -> "CatalogSet":
 
 
 # -- matching ------------------------------------------------------------------------------
-@dataclass
+@dataclass(eq=False)  # compared by identity; no generated __eq__ (start-up)
 class _Matcher:
     """One regex to try on a line: an entry's own pattern, or a catalog's code pattern."""
 

@@ -37,7 +37,7 @@ _ID_RE = lazy(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _TEMPLATE_RE = lazy(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\|[A-Za-z_][A-Za-z0-9_]*)*)(?::([a-z]+))?\}")
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity; no generated __eq__ (start-up)
 class Entry:
     """One code or message of a catalog."""
 
@@ -79,7 +79,7 @@ class Entry:
         return d
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity; no generated __eq__ (start-up)
 class Catalog:
     id: str
     title: str

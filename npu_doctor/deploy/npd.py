@@ -47,7 +47,7 @@ AREAS: List[Tuple[str, str, Tuple[str, ...]]] = [
       "accelerator-counter-idle", "first-inference-slow", "accelerator-slower-than-cpu")),
 ]
 #: Rule ids that are no node condition (inventory, the lockfile, the tool's own limits).
-NOT_A_CONDITION = {"no-accelerator-found", "probe-failed", "insufficient-privileges", "lock-drift",
+NOT_A_CONDITION = {"no-accelerator-found", "probe-failed", "insufficient-privileges", "lock-drift", "input-truncated",
                    "version-not-in-matrix"}
 #: ... and the rules of `npu-doctor model` (about a model file, not the node).
 NOT_A_CONDITION_PREFIXES = ("model-",)

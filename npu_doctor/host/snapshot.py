@@ -13,6 +13,7 @@ from ..tomlcompat import tomllib
 from .base import (READ_CAP_BYTES, CommandResult, Host, Identity, StatInfo, cap_text, keeps_newest,
                    mode_allows, parse_id_output)
 from .logfile import decode_log
+from .snapshotfiles import command_entries, stat_entries
 from ..safeio import CAP_SNAPSHOT_META, NotRegularFile, loads_toml, open_regular, read_regular
 from ..lazyregex import lazy
 
@@ -254,24 +255,7 @@ class SnapshotHost(Host):
             return {}
         if mtime == self._stat_cache[0]:
             return self._stat_cache[1]
-        data = self._toml("stat.toml") or {}
-        try:
-            out = {}
-            for entry in data.get("path", []):
-                mode = entry.get("mode")
-                if entry.get("type", "file") not in ("file", "dir", "link", "char", "block", "fifo", "socket"):
-                    raise ValueError(f"{entry.get('path')}: unknown type {entry.get('type')!r}")
-                for key in ("uid", "gid"):
-                    if key in entry and (not isinstance(entry[key], int) or isinstance(entry[key], bool)):
-                        raise ValueError(f"{entry.get('path')}: {key} must be an integer")
-                if mode is not None and not isinstance(mode, str):
-                    raise ValueError(f"{entry.get('path')}: mode must be an octal string such as \"0660\"")
-                out[posixpath.normpath(entry["path"])] = StatInfo(
-                    type=entry.get("type", "file"),
-                    mode=int(mode, 8) if isinstance(mode, str) else mode,
-                    uid=entry.get("uid"), gid=entry.get("gid"), rdev=entry.get("rdev"))
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise SnapshotError(f"snapshot {self.path}: stat.toml: bad [[path]] entry ({e})") from None
+        out = stat_entries(self._toml("stat.toml") or {}, f"snapshot {self.path}: stat.toml")
         self._stat_cache = (mtime, out)
         return out
 
@@ -300,27 +284,7 @@ class SnapshotHost(Host):
             return []
         if mtime == self._commands_cache[0]:
             return self._commands_cache[1]
-        data = self._toml("commands.toml") or {}
-        cmds = data.get("command", [])
-        where = f"snapshot {self.path}: commands.toml"
-        if not isinstance(cmds, list):
-            raise SnapshotError(f"{where}: `command` must be an array of tables ([[command]])")
-        for n, c in enumerate(cmds):
-            if not isinstance(c, dict) or not isinstance(c.get("argv"), list) or not c["argv"] \
-                    or not all(isinstance(a, str) for a in c["argv"]):
-                raise SnapshotError(f"{where}: command #{n + 1} needs argv, a non-empty list of strings")
-            if not isinstance(c.get("returncode", 0), int) or isinstance(c.get("returncode"), bool):
-                raise SnapshotError(f"{where}: command #{n + 1} ({' '.join(map(str, c['argv']))}): "
-                                    "returncode must be an integer")
-            for key in ("stdout", "stderr"):
-                if not isinstance(c.get(key, ""), str):
-                    raise SnapshotError(f"{where}: command #{n + 1}: {key} must be a string")
-            cut = c.get("cut", {})
-            if not isinstance(cut, dict) or not all(
-                    k in ("stdout", "stderr") and isinstance(v, int) and not isinstance(v, bool)
-                    and v >= 0 for k, v in cut.items()):
-                raise SnapshotError(f"{where}: command #{n + 1}: cut must be a table of byte "
-                                    "counts: cut = {stdout = 9437184}")
+        cmds = command_entries(self._toml("commands.toml") or {}, f"snapshot {self.path}: commands.toml")
         self._commands_cache = (mtime, cmds)
         return cmds
 
