@@ -60,6 +60,12 @@ def test_dkms_header():
                                           "kernel": "6.12.0-custom", "arch": "x86_64"}
     assert P.kernel_major_minor("6.12.0-custom") == (6, 12)
     assert P.kernel_major_minor("garbage") is None
+    # DKMS 3.x names the dkms release and joins module/version with '/'
+    # (github.com/KyleGospo/gasket-dkms/issues/25)
+    dkms3 = ("DKMS (dkms-3.3.0) make.log for gasket/0.0.git.264.d1a28bc0 for kernel "
+             "6.19.7-200.fc43.x86_64 (x86_64)")
+    assert P.parse_dkms_header(dkms3) == {"module": "gasket", "version": "0.0.git.264.d1a28bc0",
+                                          "kernel": "6.19.7-200.fc43.x86_64", "arch": "x86_64"}
 
 
 # -- cases ------------------------------------------------------------------------------------

@@ -134,11 +134,17 @@ def derive_coral(facts: Facts, host) -> None:
     headers = {e["source"]: e for e in _events(facts, "dkms-make-header")}
     known = matrix_rows("gasket-kernel")
     failures: List[Dict[str, Any]] = []
-    seen = set()
+    # one failure per log: the first error a matrix row explains (a log can open with a
+    # follow-on error, e.g. a broken version guard before the API change it guards), else the first
+    def explained(line: str) -> bool:
+        return any(r.get("symptom") and str(r["symptom"]) in line for r in known)
+
+    per_log: Dict[str, Dict[str, Any]] = {}
     for e in _events(facts, "gasket-build-error"):
-        if e["source"] in seen:
-            continue
-        seen.add(e["source"])
+        kept = per_log.setdefault(e["source"], e)
+        if kept is not e and not explained(kept["line"]) and explained(e["line"]):
+            per_log[e["source"]] = e
+    for e in per_log.values():
         h = headers.get(e["source"], {})
         f: Dict[str, Any] = {"source": e["source"], "line_no": e["line_no"], "line": e["line"],
                              "file": e.get("file"), "error": e.get("error"),

@@ -25,7 +25,7 @@ _COMPILER = lazy(r"Edge TPU Compiler version\s+(?P<v>\d+(?:\.\d+)+)", re.I)
 _RUNTIME_LEVEL = lazy(r"RuntimeVersion\((?P<n>\d+)\)")
 _PKG_RUNTIME = lazy(r"Package requires runtime version \((?P<package>\d+)\), which is newer "
                     r"than this runtime version \((?P<runtime>\d+)\)")
-_DKMS_HEADER = lazy(r"DKMS make\.log for (?P<module>[\w.-]+?)-(?P<version>[\d.]+[\w.-]*) for "
+_DKMS_HEADER = lazy(r"DKMS (?:\(dkms-[\d.]+\) )?make\.log for (?P<module>[\w.-]+?)[-/](?P<version>[\d.]+[\w.-]*) for "
                     r"kernel (?P<kernel>\S+?)(?:\s*\((?P<arch>[\w-]+)\))?\s*$")
 
 
