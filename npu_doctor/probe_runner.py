@@ -89,7 +89,7 @@ def run_probes(host: Host, specs: Sequence[ProbeSpec], max_workers: Optional[int
         for spec in specs:
             # `reuse`: results the caller already has (watch's inventory between re-scans)
             results[spec.id] = reuse.get(spec.id) or _run_one(spec, host, commands, options)
-        return _finish(host, specs, results)
+        return _finish(host, specs, results, commands)
     lock = threading.Lock()
     todo = list(specs)
     done_ev = {s.id: threading.Event() for s in specs}
@@ -161,16 +161,25 @@ def run_probes(host: Host, specs: Sequence[ProbeSpec], max_workers: Optional[int
                     more = bool(todo) and alive[0] - blocked < max_workers
                 if more:
                     start_worker()
-    return _finish(host, specs, results)
+    return _finish(host, specs, results, commands)
 
 
-def _finish(host: Host, specs: Sequence[ProbeSpec],
-            results: Dict[str, ProbeResult]) -> Tuple[Facts, List[ProbeResult]]:
-    """Merge the probes' facts in spec order, then run the derivers."""
+def _finish(host: Host, specs: Sequence[ProbeSpec], results: Dict[str, ProbeResult],
+            commands: Optional[CommandCache] = None) -> Tuple[Facts, List[ProbeResult]]:
+    """Merge the probes' facts in spec order, add the command outputs that were cut
+    (`truncated`), then run the derivers."""
     facts = Facts()
     ordered = [results[s.id] for s in specs]
     for r in ordered:
         facts.merge(r.facts)
+    if commands is not None and commands.cut:
+        from .host.base import keeps_newest
+        from .truncation import add, for_command
+
+        for res in sorted(commands.cut, key=lambda r: r.argv):
+            newest = keeps_newest(res.argv)
+            add(facts, [for_command(res.argv, k, n, len(getattr(res, k).encode("utf-8", "replace")),
+                                    newest) for k, n in sorted(res.cut.items())], res.source)
     for fn in registry.derivers_in_order():
         try:
             fn(facts, host)

@@ -117,6 +117,8 @@ class CommandCache:
         #: argv -> its limit, from the `run = [...]` specs (their timeout_s, at most
         #: COMMAND_TIMEOUT_S); see limit_from()
         self.limits: Dict[Tuple[str, ...], float] = {}
+        #: results whose output was cut (CommandResult.cut): the `truncated` facts
+        self.cut: List[CommandResult] = []
 
     def limit_from(self, specs: Iterable["ProbeSpec"]) -> None:
         """Take each `run = [...]` spec's timeout_s as the limit of its argv, whichever probe
@@ -152,6 +154,8 @@ class CommandCache:
                     ran = self._results[key] = self.host.run(argv, timeout=timeout)
                     if ran.timed_out:
                         self._hung = True
+                    if ran.cut:
+                        self.cut.append(ran)
                 except HostError as e:
                     self._results[key] = e
                 finally:

@@ -18,7 +18,6 @@ from typing import Any, Dict
 CAP_DATA_FILE = 16 * 1024 * 1024      # probes/rules/catalogs/targets/lockspec TOML
 CAP_LOCKFILE = 16 * 1024 * 1024
 CAP_SNAPSHOT_META = 64 * 1024 * 1024  # commands.toml (dmesg and vendor tool outputs inside)
-CAP_LOG = 64 * 1024 * 1024            # a --log file or logs/ entry (first 8 MiB are scanned)
 
 #: Deepest nesting of tables/arrays a data file may have (tomli recurses per level).
 MAX_TOML_DEPTH = 64

@@ -3,9 +3,11 @@ either (the archive atomically, through npu_doctor.outputs)."""
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import posixpath
+import shutil
 import tarfile
 import time
 from typing import Any, Dict, Set, Tuple
@@ -73,6 +75,10 @@ def _write_tar(out: str, entries: Dict[str, Tuple[str, Any]]) -> None:
                 if kind == "link":
                     ti.type, ti.linkname, ti.mode = tarfile.SYMTYPE, data, 0o777
                     tf.addfile(ti)
+                elif kind == "spool":  # a file written beforehand (a log: capture.logcopy)
+                    ti.size, ti.mode = os.path.getsize(data), 0o600
+                    with open(data, "rb") as f:
+                        tf.addfile(ti, f)
                 elif isinstance(data, _Sparse):
                     ti.size, ti.mode = data.size, 0o600
                     tf.addfile(ti, io.BufferedReader(data.stream(), 1 << 20))
@@ -94,6 +100,8 @@ def _write_dir(out: str, entries: Dict[str, Tuple[str, Any]]) -> None:
             os.makedirs(dest, mode=0o700, exist_ok=True)
         elif kind == "link":
             os.symlink(data, dest)
+        elif kind == "spool":
+            _place(data, dest)
         else:
             fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as f:
@@ -104,3 +112,19 @@ def _write_dir(out: str, entries: Dict[str, Tuple[str, Any]]) -> None:
                     f.truncate(data.size)
                 else:
                     f.write(data)
+
+
+def _place(spool: str, dest: str) -> None:
+    """Move a spool file to `dest`: renamed when on the same filesystem, else copied to a
+    temporary name beside dest and renamed (a reader never sees half a log)."""
+    try:
+        os.replace(spool, dest)
+        return
+    except OSError as e:
+        if e.errno != errno.EXDEV:
+            raise
+    tmp = dest + ".part"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with open(spool, "rb") as src, os.fdopen(fd, "wb") as f:
+        shutil.copyfileobj(src, f, 1 << 20)
+    os.replace(tmp, dest)

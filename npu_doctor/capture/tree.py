@@ -21,6 +21,7 @@ class CaptureResult:
     logs: int = 0
     left_out: List[Tuple[str, str]] = field(default_factory=list)   # (host path, why)
     redactions: Dict[str, int] = field(default_factory=dict)
+    truncated: List[str] = field(default_factory=list)   # logs cut when copied: what was cut
 
 
 class _Sparse:

@@ -33,6 +33,9 @@ class CaptureWriter:
         self.left_out: Dict[str, str] = {}
         #: --log path on the host -> its name in the snapshot (`logs/NAME`)
         self.log_map: Dict[str, str] = {}
+        #: the log files copied (capture.logcopy), in RecordingHost.log_paths order
+        self.spooled: List[Any] = []
+        self._spool = self._out_dir = ""
 
     # -- resolving paths like the kernel does, keeping the links met ---------------------------
     def _materialize(self, path: str) -> Optional[str]:
@@ -244,6 +247,8 @@ class CaptureWriter:
                 d["returncode"] = int(res.returncode if res.returncode is not None else -1)
             d["stdout"] = res.stdout
             d["stderr"] = res.stderr
+            if res.cut:  # the replay reports the cut as the live run did
+                d["cut"] = dict(sorted(res.cut.items()))
             out.append(d)
         ident = self._identity_command()
         if ident:
@@ -264,16 +269,48 @@ class CaptureWriter:
             red.scan(c["stderr"])
         for _name, text in self.rec.logs_used:
             red.scan(text)
+        self._spool_logs()
         for k in sorted(self.rec.env_used):
             if k in self.rec.env_data:
                 red.scan(f"{k}={self.rec.env_data[k]}")
 
+    def _spool_logs(self) -> None:
+        """Copy the log files the probes read (RecordingHost.log_paths) into spool files,
+        streamed (capture.logcopy), the redactor learning them as they go. A log that cannot
+        be read is left out (listed)."""
+        from ..errors import HostError
+        from .logcopy import log_limit, spool_log
+
+        for i, (name, path, strict) in enumerate(self.rec.log_paths or []):
+            limit, why = log_limit([self._spool, self._out_dir])
+            try:
+                self.spooled.append(spool_log(name, path, strict,
+                                              os.path.join(self._spool, f"{i:04d}.log"),
+                                              limit, why, self.red.scan))
+            except HostError as e:
+                self.left_out[name] = f"unreadable: {e.reason or e}"
+            except OSError as e:  # reading it failed half-way: what was read is not kept
+                self.left_out[name] = f"unreadable: {e.strerror or e}"
+
     def write(self, out: str, check_meta: Optional[Dict[str, Any]] = None) -> CaptureResult:
         """Write the snapshot to `out`: an archive or a directory, as `output_kind` decides.
         Raises OutputPathError for an output it refuses, OSError when writing fails."""
+        import shutil
+
+        from .logcopy import spool_dir
+
+        self._spool = spool_dir(out)
+        self._out_dir = os.path.dirname(os.path.abspath(out.rstrip("/") or out)) or "."
+        try:
+            return self._write(out, check_meta)
+        finally:
+            shutil.rmtree(self._spool, ignore_errors=True)
+
+    def _write(self, out: str, check_meta: Optional[Dict[str, Any]]) -> CaptureResult:
         import tomli_w
 
         from ..redact import is_text
+        from .logcopy import redact_spool, truncated_record
 
         self.build()
         commands = self._commands()
@@ -304,7 +341,8 @@ class CaptureWriter:
             red_commands.append({
                 "argv": [red.apply(a) for a in c["argv"]],
                 **{k: c[k] for k in ("timed_out", "returncode") if k in c},
-                "stdout": red.apply(c["stdout"]), "stderr": red.apply(c["stderr"])})
+                "stdout": red.apply(c["stdout"]), "stderr": red.apply(c["stderr"]),
+                **({"cut": c["cut"]} if "cut" in c else {})})
         if red_commands:
             entries["commands.toml"] = ("file", tomli_w.dumps(
                 {"command": red_commands}, multiline_strings=True).encode("utf-8"))
@@ -325,16 +363,25 @@ class CaptureWriter:
             entries["environ.toml"] = ("file", tomli_w.dumps({"environ": env}).encode("utf-8"))
         # logs/NAME keeps the log's own name; when the order the probes saw (the --log
         # order) is not the sorted order a snapshot lists logs/ in, names get a 01- prefix
+        logs: List[Tuple[str, Any]] = list(self.rec.logs_used) + \
+            [(sp.name, sp) for sp in self.spooled]
         bases = []
-        for name, _text in self.rec.logs_used:
+        for name, _text in logs:
             rel = name[len("logs/"):] if name.startswith("logs/") else os.path.basename(name)
             bases.append(red.apply_path(rel) or "log")
         keep = bases == sorted(bases) and len(set(bases)) == len(bases)
         nlogs = 0
-        for i, ((name, text), base) in enumerate(zip(self.rec.logs_used, bases), 1):
+        truncated: List[Dict[str, Any]] = []
+        for i, ((name, text), base) in enumerate(zip(logs, bases), 1):
             cand = base if keep else f"{i:02d}-{posixpath.basename(base)}"
             self.log_map[name] = "logs/" + cand
-            entries["logs/" + cand] = ("file", red.apply(text).encode("utf-8"))
+            if isinstance(text, str):  # a host that hands over texts only
+                entries["logs/" + cand] = ("file", red.apply(text).encode("utf-8"))
+            else:
+                redact_spool(text, red)
+                entries["logs/" + cand] = ("spool", text.spool)
+                text.name = "logs/" + cand
+                truncated += truncated_record(text) or self._cut_before(name, text.name)
             nlogs += 1
         meta: Dict[str, Any] = {
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -351,6 +398,8 @@ class CaptureWriter:
             meta["sparse"] = sparse_meta
         if self.rec.denied:
             meta["denied"] = sorted(red.apply_path(p) for p in self.rec.denied)
+        if truncated:
+            meta["truncated"] = truncated
         if self.left_out:
             meta["left_out"] = [f"{red.apply_path(p)}: {why}" for p, why in sorted(self.left_out.items())]
         entries["snapshot.toml"] = ("file", tomli_w.dumps({"snapshot": meta}).encode("utf-8"))
@@ -363,4 +412,19 @@ class CaptureWriter:
             path=out, files=len(self.tree.files), placeholders=len(self.tree.placeholders),
             links=len(self.tree.links), commands=len(red_commands), logs=nlogs,
             left_out=[(red.apply_path(p), w) for p, w in sorted(self.left_out.items())],
-            redactions=red.summary())
+            redactions=red.summary(), truncated=[r["message"] for r in truncated])
+
+    def _cut_before(self, name: str, snap_name: str) -> List[Dict[str, Any]]:
+        """A log of a snapshot being captured again that was cut when first captured: its
+        record, under its new name."""
+        from ..truncation import from_snapshot
+
+        base: Any = self.inner
+        while getattr(base, "inner", None) is not None:  # a RecordingHost inside
+            base = base.inner
+        out = []
+        for r in from_snapshot(base.snapshot_meta()):
+            if r["source"] == name and r["what"] == "log":
+                r["message"] = r["message"].replace(name, snap_name, 1)
+                out.append(dict(r, source=snap_name))
+        return out

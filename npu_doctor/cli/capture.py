@@ -68,6 +68,11 @@ def capture(snapshot, probe_dirs, rule_dirs, logs, output, no_redact, max_mib, n
             click.echo(f"  {p}: {why}", err=True)
         if len(r.left_out) > 50:
             click.echo(f"  ... and {len(r.left_out) - 50} more (snapshot.toml lists them all)", err=True)
+    if r.truncated:
+        click.echo(f"npu-doctor: cut {plural(len(r.truncated), 'log')} (listed in snapshot.toml; "
+                   "`check --snapshot` reports it):", err=True)
+        for m in r.truncated:
+            click.echo(f"  {m}", err=True)
     if not no_self_check:
         diffs = run_.fact_diffs + run_.finding_diffs
         if not diffs:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
+from .. import truncation
 from ..catalog.logtext import blocks
 from ..errors import CommandNotFound
 from ..probes import NoData, ProbeContext, Signature
@@ -97,3 +98,11 @@ def collect_runtime_logs(ctx: ProbeContext) -> None:
     for s in scans:
         _add_events(ctx, s.signature_events)
         _add_events(ctx, s.catalog_events)
+        truncation.add(ctx.facts, [truncation.for_line(s.name, c) for c in s.cut_lines], s.name)
+    # logs that `capture` copied only in part (snapshot.toml [[snapshot.truncated]])
+    names = {s.name for s in scans}
+    base = ctx.host
+    while getattr(base, "inner", None) is not None:  # capture.RecordingHost
+        base = base.inner  # type: ignore[attr-defined]
+    truncation.add(ctx.facts, [r for r in truncation.from_snapshot(base.snapshot_meta())
+                               if r["source"] in names], "snapshot.toml")

@@ -9,8 +9,12 @@ consumer; the first probe that asks runs the pass and the others wait for its re
 
 Memory stays bounded: the signature and catalog matchers stream, and the fallback and RKNN
 parsers (functions of a whole text) see the log in windows of WINDOW_CHARS characters with
-line numbers kept; a log larger than one window says so in `LogScan.notes` (a statement that
-spans a window boundary could be read in two halves).
+line numbers kept; consecutive windows overlap (_Windowed), so a statement or block that
+spans a window seam is read whole. What a parser concludes from the log as a whole (ONNX
+Runtime: "another execution provider is mentioned", an RKNN node counted once) is judged per
+window with its overlap; a log larger than one window says so in `LogScan.notes`. A line
+longer than host.logstream.MAX_LINE_CHARS is cut (the rest of the log read on) and listed
+in `LogScan.cut_lines`.
 """
 
 from __future__ import annotations
@@ -30,6 +34,11 @@ from ..parsers.rknn import parse_runtime_log
 
 #: Characters of log text the whole-text parsers (CPU fallback, RKNN) see at a time.
 WINDOW_CHARS = 2 << 20
+#: Lines of a window read again at the start of the next (seam context), at most OVERLAP_CHARS.
+OVERLAP_LINES = 2048
+OVERLAP_CHARS = WINDOW_CHARS // 8
+#: Entries stated on a window's last TAIL_LINES lines are taken from the next window.
+TAIL_LINES = 64
 MAX_LINE = 400
 #: Characters of one log line that signatures look at.
 MAX_SCAN_LINE = 4096
@@ -48,6 +57,8 @@ class LogScan:
         self.fallback_entries: List[Dict[str, Any]] = []
         self.rknn: Dict[str, Any] = {}
         self.notes: List[str] = []
+        #: lines cut at host.logstream.MAX_LINE_CHARS: {line_no, chars, kept_chars}
+        self.cut_lines: List[Dict[str, int]] = []
 
 
 class SignatureMatcher:
@@ -109,14 +120,23 @@ class SignatureMatcher:
 
 class _Windowed:
     """The whole-text parsers over windows of the log, line numbers made absolute. A window
-    closes after the line that brings it to WINDOW_CHARS characters (newlines counted)."""
+    closes after the line that brings it to WINDOW_CHARS characters (newlines counted).
+
+    Seams are safe for a statement shorter than the overlap: each window after the first
+    starts with the last OVERLAP_LINES lines (at most OVERLAP_CHARS characters) of the one
+    before, so a block header (ONNX Runtime's `Node(s) placed on [...]`, an RKNN layer table
+    header) is read again with the rows after the seam. The entries are split between
+    windows by absolute line number: a window keeps those stated before the last TAIL_LINES
+    lines of its new text, the next window the rest (a statement on the lines just before
+    the seam is read with the lines after it: a wrapped warning, a table's next rows)."""
 
     def __init__(self, scan: LogScan) -> None:
         self.scan = scan
         self.parts: List[str] = []  # "\n"-joined runs of lines
         self.count = 0  # lines in the window
         self.chars = 0
-        self.start = 1
+        self.start = 1  # line number of the window's first line
+        self.keep_from = 1  # entries stated before this line were kept from the window before
         self.windows = 0
 
     def feed(self, lines: List[str], text: Optional[str] = None) -> None:
@@ -136,20 +156,25 @@ class _Windowed:
             self.parts.append("\n".join(lines[:i + 1]))
             self.count += i + 1
             self.chars = acc
-            self.flush()
+            self.flush(final=False)
             lines, text = lines[i + 1:], None
 
-    def flush(self) -> None:
+    def flush(self, final: bool = True) -> None:
+        """Parse the window; `final`: the log ends here (keep every entry left)."""
         if not self.count:
             return
         text = "\n".join(self.parts)
-        self.parts = []
+        end = self.start + self.count  # line number after the window
+        over, n_over = ("", 0) if final else _tail(text, OVERLAP_LINES, OVERLAP_CHARS)
+        keep_to = end if final else max(self.keep_from, end - min(TAIL_LINES, n_over))
         off = self.start - 1
         self.windows += 1
         for e in parse_fallback_logs(text):
             e["line_no"] += off
-            if isinstance(e.get("group"), int):
-                e["group"] += off
+            if not self.keep_from <= e["line_no"] < keep_to:
+                continue  # the window before or after states it, with more of its context
+            if isinstance(e.get("group"), int) and e["group"] > 0:
+                e["group"] += off  # a header's line (0 and below: markers, not lines)
             self.scan.fallback_entries.append(e)
         got = parse_runtime_log(text)
         for k, v in got.items():
@@ -158,8 +183,21 @@ class _Windowed:
             if isinstance(v, dict) and "line_no" in v:
                 v = dict(v, line_no=v["line_no"] + off)
             self.scan.rknn[k] = v
-        self.start += self.count
-        self.count, self.chars = 0, 0
+        self.parts = [over] if n_over else []
+        self.start, self.count, self.chars = end - n_over, n_over, (len(over) + 1 if n_over else 0)
+        self.keep_from = keep_to
+
+
+def _tail(text: str, max_lines: int, max_chars: int) -> Tuple[str, int]:
+    """The last lines of a "\n"-joined text, and how many: at most max_lines lines, at most
+    max_chars characters, never the first line (a window always moves on)."""
+    n, q = 0, len(text)
+    while n < max_lines:
+        p = text.rfind("\n", 0, q)
+        if p < 0 or len(text) - p - 1 > max_chars:
+            break
+        n, q = n + 1, p
+    return (text[q + 1:] if n else ""), n
 
 
 _SCANNERS: Dict[Tuple[str, ...], LineNeedles] = {}
@@ -202,7 +240,8 @@ def scan_one(name: str, chunks: Iterable[List[str]], signatures: Iterable[Any],
     scan.signature_events = sig.events
     if win.windows > 1:
         scan.notes.append(f"{name}: {scan.lines} lines read in {win.windows} windows of "
-                          f"{WINDOW_CHARS >> 20} MiB for the CPU-fallback and RKNN parsers")
+                          f"{WINDOW_CHARS >> 20} MiB (each overlapping the one before by up to "
+                          f"{OVERLAP_LINES} lines) for the CPU-fallback and RKNN parsers")
     return scan
 
 
@@ -243,8 +282,11 @@ def scan_logs(host: Any, signatures: Iterable[Any], catalogs: Optional[Any]) -> 
         else:
             for name, path, strict in files:
                 try:
-                    scans.append(scan_one(name, _checked(iter_log_chunks(path, strict)), signatures,
-                                          catalogs))
+                    cut: List[Dict[str, int]] = []
+                    scan = scan_one(name, _checked(iter_log_chunks(path, strict, cut)), signatures,
+                                    catalogs)
+                    scan.cut_lines = cut
+                    scans.append(scan)
                 except HostError:
                     if strict:
                         continue  # an unreadable or refused file in a snapshot's logs/ is skipped

@@ -21,8 +21,14 @@ from ..errors import HostError
 from ..lazyregex import lazy
 from ..namematch import filter_names
 
-#: Largest command output kept, per stream (bytes). A vendor tool that floods stdout is cut.
+#: Largest command output kept, per stream (bytes). A vendor tool that floods stdout is cut,
+#: and says so (CommandResult.cut): the first OUTPUT_CAP_BYTES are kept, but of a kernel log
+#: (`dmesg`, `journalctl`: newest messages last) the last OUTPUT_CAP_BYTES, since what went
+#: wrong with the device is most often what happened last (an old boot's noise is dropped).
+#: Either way the cut falls on a line boundary, so no half line is parsed.
 OUTPUT_CAP_BYTES = 4 * 1024 * 1024
+#: Commands whose output is a log with the newest lines last (their last bytes are kept).
+NEWEST_LAST = frozenset({"dmesg", "journalctl"})
 #: Largest file read by read_text/read_bytes unless the caller asks for more (bytes).
 READ_CAP_BYTES = 8 * 1024 * 1024
 
@@ -38,10 +44,44 @@ class CommandResult:
     timed_out: bool = False
     duration_s: float = 0.0
     source: str = ""
+    #: streams cut at OUTPUT_CAP_BYTES: {"stdout": bytes the command wrote, ...}; empty when
+    #: the output is whole. Which end was kept: keeps_newest(argv).
+    cut: Dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return not self.timed_out and self.returncode == 0
+
+
+def keeps_newest(argv: Sequence[str]) -> bool:
+    """Whether a cut output of argv keeps its last bytes (a log, newest last: NEWEST_LAST)
+    rather than its first."""
+    return bool(argv) and posixpath.basename(str(argv[0])) in NEWEST_LAST
+
+
+def cap_output(data: bytes, newest: bool, cap: int = OUTPUT_CAP_BYTES) -> bytes:
+    """`data` cut to at most `cap` bytes on a line boundary: its last lines when `newest`,
+    else its first (data no longer than cap is returned as it is)."""
+    if len(data) <= cap:
+        return data
+    if newest:
+        part = data[len(data) - cap:]
+        nl = part.find(b"\n")
+        return part[nl + 1:] if 0 <= nl < len(part) - 1 else part
+    part = data[:cap]
+    nl = part.rfind(b"\n")
+    return part[:nl + 1] if nl > 0 else part
+
+
+def cap_text(text: str, newest: bool, cap: int = OUTPUT_CAP_BYTES) -> Tuple[str, int]:
+    """(text cut as cap_output cuts its UTF-8 bytes, bytes it had) — (text, 0) when whole.
+    For command output recorded as text (a snapshot's commands.toml)."""
+    if len(text) <= cap // 4:  # 4 bytes a character at most: whole, without encoding it
+        return text, 0
+    data = text.encode("utf-8", "surrogateescape")
+    if len(data) <= cap:
+        return text, 0
+    return cap_output(data, newest, cap).decode("utf-8", "replace"), len(data)
 
 
 @dataclass

@@ -83,8 +83,9 @@ def load(argv: Sequence[str], k: List[Any]) -> Optional[CommandResult]:
 
 
 def save(argv: Sequence[str], k: List[Any], res: CommandResult) -> None:
-    """Keep a finished command's result (not one that timed out or failed to start)."""
-    if res.timed_out or res.returncode is None:
+    """Keep a finished command's result (not one that timed out, failed to start or was cut:
+    a cut is said each run, from CommandResult.cut)."""
+    if res.timed_out or res.returncode is None or res.cut:
         return
     store = usercache.load_json(_NAME)
     if not isinstance(store, dict):

@@ -15,7 +15,8 @@ import time
 from typing import BinaryIO, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import AccessDenied, CommandNotFound, HostError, NotFound
-from .base import OUTPUT_CAP_BYTES, READ_CAP_BYTES, CommandResult, Host, Identity, StatInfo
+from .base import (OUTPUT_CAP_BYTES, READ_CAP_BYTES, CommandResult, Host, Identity, StatInfo,
+                   cap_output, keeps_newest)
 from .logfile import decode_log
 from ..safeio import read_regular
 
@@ -122,8 +123,9 @@ class LiveHost(Host):
             raise AccessDenied(argv[0], "permission denied") from None
         with _RUNNING_LOCK:
             _RUNNING.add(proc)
+        newest = keeps_newest(argv)
         try:
-            out, err, timed_out = _communicate_capped(proc, timeout)
+            out, err, timed_out, sizes = _communicate_capped(proc, timeout, newest)
         finally:
             with _RUNNING_LOCK:
                 _RUNNING.discard(proc)
@@ -135,6 +137,7 @@ class LiveHost(Host):
             timed_out=timed_out,
             duration_s=time.monotonic() - start,
             source="$ " + " ".join(argv),
+            cut={k: n for k, n in sizes.items() if n > OUTPUT_CAP_BYTES},
         )
 
     def which(self, name: str) -> Optional[str]:
@@ -209,9 +212,12 @@ def _statinfo(st: os.stat_result) -> StatInfo:
     return StatInfo(kind, stat_mod.S_IMODE(m), st.st_uid, st.st_gid, rdev)
 
 
-def _communicate_capped(proc: subprocess.Popen, timeout: float) -> Tuple[bytes, bytes, bool]:
-    """Read both pipes up to OUTPUT_CAP_BYTES each (the rest is read and dropped, so the
-    command never blocks on a full pipe); kill the process group at the timeout.
+def _communicate_capped(proc: subprocess.Popen, timeout: float,
+                        newest: bool = False) -> Tuple[bytes, bytes, bool, Dict[str, int]]:
+    """Read both pipes, keeping OUTPUT_CAP_BYTES of each: the first, or the last when
+    `newest` (host.base.cap_output, on a line boundary); the rest is read and dropped, so the
+    command never blocks on a full pipe. Kill the process group at the timeout. Returns
+    (stdout, stderr, timed out, {"stdout": bytes written, "stderr": ...}).
 
     One selector in the calling thread, no reader threads: `watch` runs commands every
     sample for days, and two new threads per command made its RSS climb (glibc arenas of
@@ -220,6 +226,7 @@ def _communicate_capped(proc: subprocess.Popen, timeout: float) -> Tuple[bytes, 
     out, err = proc.stdout, proc.stderr
     assert out is not None and err is not None
     bufs: Dict[int, bytearray] = {out.fileno(): bytearray(), err.fileno(): bytearray()}
+    sizes: Dict[int, int] = {out.fileno(): 0, err.fileno(): 0}
     deadline = time.monotonic() + timeout
     timed_out = False
     drain_until: Optional[float] = None  # the command is gone; a grandchild may hold a pipe
@@ -245,15 +252,22 @@ def _communicate_capped(proc: subprocess.Popen, timeout: float) -> Tuple[bytes, 
                     sel.unregister(key.fd)
                     continue
                 buf = bufs[key.fd]
-                if len(buf) < OUTPUT_CAP_BYTES:
-                    buf.extend(chunk[: OUTPUT_CAP_BYTES - len(buf)])
+                sizes[key.fd] += len(chunk)
+                if newest:
+                    buf.extend(chunk)
+                    if len(buf) > 2 * OUTPUT_CAP_BYTES:  # a rolling window: the newest bytes
+                        del buf[:len(buf) - OUTPUT_CAP_BYTES - 65536]
+                elif len(buf) <= OUTPUT_CAP_BYTES:  # a byte over: cap_output cuts at a line
+                    buf.extend(chunk[: OUTPUT_CAP_BYTES + 1 - len(buf)])
     if not timed_out:
         try:  # both pipes closed: the command is ending (or closed them and kept running)
             proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_group(proc)
-    return bytes(bufs[out.fileno()]), bytes(bufs[err.fileno()]), timed_out
+    return (cap_output(bytes(bufs[out.fileno()]), newest),
+            cap_output(bytes(bufs[err.fileno()]), newest), timed_out,
+            {"stdout": sizes[out.fileno()], "stderr": sizes[err.fileno()]})
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

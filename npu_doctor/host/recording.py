@@ -111,6 +111,8 @@ class RecordingHost(Host):
         self.env_data: Dict[str, str] = {}
         self.identity_used: Optional[Identity] = None
         self.logs_used: List[Tuple[str, str]] = []
+        #: (name, local path, strict) of the log files read streamed (Host.log_files)
+        self.log_paths: Optional[List[Tuple[str, str, bool]]] = None
 
     def _add(self, coll: Set[str], path: str) -> None:
         with self._lock:
@@ -203,9 +205,14 @@ class RecordingHost(Host):
         return self.inner.can_open(path, write)
 
     def log_files(self) -> Optional[List[Tuple[str, str, bool]]]:
-        # capture keeps the logs' text (logs_used): read them the whole way too
-        self.logs()
-        return self.inner.log_files()
+        # capture copies these files, streamed (capture.logcopy); a host without files
+        # hands over texts (logs_used)
+        files = self.inner.log_files()
+        with self._lock:
+            self.log_paths = list(files) if files is not None else None
+        if files is None:
+            self.logs()
+        return files
 
     def logs(self) -> List[Tuple[str, str]]:
         got = self.inner.logs()

@@ -10,7 +10,8 @@ from typing import Any, BinaryIO, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import AccessDenied, CommandNotFound, HostError, NotFound, SnapshotError
 from ..tomlcompat import tomllib
-from .base import READ_CAP_BYTES, CommandResult, Host, Identity, StatInfo, mode_allows, parse_id_output
+from .base import (READ_CAP_BYTES, CommandResult, Host, Identity, StatInfo, cap_text, keeps_newest,
+                   mode_allows, parse_id_output)
 from .logfile import decode_log
 from ..safeio import CAP_SNAPSHOT_META, NotRegularFile, loads_toml, open_regular, read_regular
 from ..lazyregex import lazy
@@ -314,6 +315,12 @@ class SnapshotHost(Host):
             for key in ("stdout", "stderr"):
                 if not isinstance(c.get(key, ""), str):
                     raise SnapshotError(f"{where}: command #{n + 1}: {key} must be a string")
+            cut = c.get("cut", {})
+            if not isinstance(cut, dict) or not all(
+                    k in ("stdout", "stderr") and isinstance(v, int) and not isinstance(v, bool)
+                    and v >= 0 for k, v in cut.items()):
+                raise SnapshotError(f"{where}: command #{n + 1}: cut must be a table of byte "
+                                    "counts: cut = {stdout = 9437184}")
         self._commands_cache = (mtime, cmds)
         return cmds
 
@@ -328,13 +335,21 @@ class SnapshotHost(Host):
                 if timed_out:
                     # A command that hung costs its timeout, as on the board.
                     time.sleep(min(timeout, float(c.get("sleep_s", timeout))))
+                # the live cap, and what the capture already cut (`cut = {stdout = BYTES}`)
+                newest = keeps_newest(argv)
+                out, n_out = cap_text(str(c.get("stdout", "")), newest)
+                err, n_err = cap_text(str(c.get("stderr", "")), newest)
+                cut = {k: n for k, n in (("stdout", n_out), ("stderr", n_err)) if n}
+                for k, n in (c.get("cut") or {}).items():
+                    cut[k] = max(n, cut.get(k, 0))
                 return CommandResult(
                     argv=argv,
                     returncode=None if timed_out else int(c.get("returncode", 0)),
-                    stdout=str(c.get("stdout", "")),
-                    stderr=str(c.get("stderr", "")),
+                    stdout=out,
+                    stderr=err,
                     timed_out=timed_out,
                     source="$ " + " ".join(argv),
+                    cut=cut,
                 )
         raise CommandNotFound(argv[0] if argv else "", "command not found")
 
