@@ -187,17 +187,25 @@ def test_no_notify_socket_is_fine_and_journal_lines_have_priority(board):
     env.pop("NOTIFY_SOCKET", None)
     proc = subprocess.Popen([sys.executable, "-m", "npu_doctor", "watch", "--snapshot", str(board),
                              "--interval", "0.2"], stdout=subprocess.PIPE, text=True, env=env, cwd=str(REPO))
+    seen = []
+    reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
+    reader.start()
     try:
         time.sleep(1.5)
         write(zone_temp_file(board, "soc-thermal"), "90000\n")
-        time.sleep(1.0)
+        # on a loaded machine the daemon's first samples can come late: wait for the event
+        # (20 s at most) rather than a fixed time
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any("throttling-start" in ln for ln in list(seen)):
+            time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=5)
+        proc.wait(timeout=5)
+        reader.join(timeout=5)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0
-    lines = [ln for ln in out.splitlines() if "throttling-start" in ln]
+    lines = [ln.rstrip("\n") for ln in seen if "throttling-start" in ln]
     assert lines == ["<4>throttling-start soc-thermal: 90.0 °C >= passive trip 85.0 °C"]
 
 
