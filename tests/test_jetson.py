@@ -13,6 +13,7 @@ import pytest
 from npu_doctor.matrices import matrix_rows as load_matrix
 from npu_doctor.parsers.jetson import (
     gpu_load_percent,
+    jetpack_version,
     parse_cudnn_header,
     parse_nv_tegra_release,
     tensorrt_from_libname,
@@ -134,6 +135,26 @@ def test_snapshot_tensorrt_of_another_jetpack(tmp_path):
     rep = check_json(snap)
     msgs = [f["message"] for f in rep["findings"] if f["id"] == "runtime-driver-mismatch"]
     assert any("TensorRT 10.3.0" in m and "8.5.2" in m for m in msgs)
+
+
+def test_jetpack_package_versions_of_every_generation():
+    # JetPack 4/5 put the build after a '-', JetPack 6 after a '+' (apt show nvidia-jetpack)
+    assert jetpack_version("4.6-b197") == "4.6"
+    assert jetpack_version("5.1.2-b104") == "5.1.2"
+    assert jetpack_version("6.2+b77") == "6.2"
+    assert jetpack_version("6.2.1+b38") == "6.2.1"
+    assert jetpack_version("6.0") == "6.0"
+
+
+def test_snapshot_jetpack6_package_matches_its_l4t(tmp_path):
+    # "6.2+b77" is JetPack 6.2, the release of L4T 36.4.3: no mismatch
+    pk = "nvidia-jetpack\t6.2+b77\nnvidia-l4t-core\t36.4.3-20250107174145\n"
+    snap = _snapshot(tmp_path, {"/etc/nv_tegra_release": (DATA / "nv_tegra_release-r36.4.3").read_text()},
+                     [{"argv": ["dpkg-query", "-W"], "returncode": 0, "stdout": pk}])
+    rep = check_json(snap)
+    assert fact_values(rep["facts"], "sdks.jetpack.version") == ["6.2"]
+    assert fact_values(rep["facts"], "sdks.jetpack.build") == ["6.2+b77"]
+    assert "runtime-driver-mismatch" not in finding_ids(rep)
 
 
 def test_snapshot_unknown_l4t_is_info(tmp_path):

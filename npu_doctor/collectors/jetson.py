@@ -25,7 +25,13 @@ from ..facts import Facts
 from ..host import Host
 from ..matrices import matrix_rows, matrix_source, set_compat
 from ..parsers.dpkg import upstream_version
-from ..parsers.jetson import gpu_load_percent, parse_cudnn_header, parse_nv_tegra_release, tensorrt_from_libname
+from ..parsers.jetson import (
+    gpu_load_percent,
+    jetpack_version,
+    parse_cudnn_header,
+    parse_nv_tegra_release,
+    tensorrt_from_libname,
+)
 from ..probes import NoData, ProbeContext, ProbeError
 from ..registry import collector, deriver
 from .packages import installed_packages
@@ -74,7 +80,7 @@ def collect_jetson(ctx: ProbeContext) -> None:
         pkgs = installed_packages(ctx)
     jp = pkgs.get("nvidia-jetpack")
     if jp:
-        facts.set("sdks.jetpack.version", upstream_version(jp), "$ dpkg-query -W")
+        facts.set("sdks.jetpack.version", jetpack_version(jp), "$ dpkg-query -W")
         facts.set("sdks.jetpack.build", jp, "$ dpkg-query -W")
 
     # cuDNN

@@ -20,6 +20,7 @@ from typing import Any, Dict, Optional
 
 from ..lazyregex import lazy
 from ..registry import parser
+from .dpkg import upstream_version
 
 _REL_RE = lazy(r"#?\s*R(?P<release>\d+)\s*\((?P<kind>\w+)\),\s*REVISION:\s*(?P<revision>\d+(?:\.\d+)*)"
                r"(?P<rest>.*)$", re.M)
@@ -75,6 +76,15 @@ def tensorrt_from_libname(name: str) -> Optional[str]:
     return m.group(1) if m else None
 
 
+def jetpack_version(deb_version: str) -> str:
+    """The JetPack release of the nvidia-jetpack package version: `4.6-b197` and `5.1.2-b104`
+    (JetPack 4/5) and `6.2+b77`, `6.2.1+b38` (JetPack 6 puts the build after a `+`) -> "4.6",
+    "5.1.2", "6.2", "6.2.1"."""
+    v = deb_version.strip()
+    m = re.match(r"^(?:\d+:)?(\d+(?:\.\d+)*)[-+~]b\d+", v)
+    return m.group(1) if m else upstream_version(v)
+
+
 def gpu_load_percent(text: str) -> Optional[float]:
     """nvgpu `load` (per mille, 0..1000) -> percent; None when unreadable or out of range."""
     try:
@@ -87,4 +97,4 @@ def gpu_load_percent(text: str) -> Optional[float]:
 
 
 __all__ = ["parse_nv_tegra_release", "parse_cudnn_header", "tensorrt_from_libname",
-           "gpu_load_percent"]
+           "jetpack_version", "gpu_load_percent"]
