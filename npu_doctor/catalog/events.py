@@ -101,19 +101,24 @@ def _related(ev: Dict[str, Any], cause: Dict[str, Any]) -> bool:
 
 
 def group_by_subject(events: List[Dict[str, Any]]) -> None:
-    """Several lines that raise one rule for one device are one finding: the first line (the
-    cause, usually) keeps the rule and lists the others under `also`."""
-    first: Dict[Tuple[str, str], Dict[str, Any]] = {}
+    """Several lines that raise one rule for one device are one finding: the first line that
+    is no consequence (no `consequence_of`) keeps the rule, else the first line, and lists the
+    others under `also` (a torch_npu "error code is 507033" printed before the "E30006" that
+    caused it, on one line, is evidence of the E30006 finding, not its headline)."""
+    groups: Dict[Tuple[str, str], List[Dict[str, Any]]] = {}
     for ev in events:
-        if not ev.get("rule") or not ev.get("subject"):
+        if ev.get("rule") and ev.get("subject"):
+            groups.setdefault((ev["rule"], ev["subject"]), []).append(ev)
+    for group in groups.values():
+        if len(group) < 2:
             continue
-        k = (ev["rule"], ev["subject"])
-        if k not in first:
-            first[k] = ev
-            continue
-        first[k].setdefault("also", []).append(ev["message"])
-        ev["grouped_into"] = f"{first[k]['source']}:{first[k]['line_no']}"
-        ev.pop("rule")
+        head = next((ev for ev in group if not ev.get("consequence_of")), group[0])
+        for ev in group:
+            if ev is head:
+                continue
+            head.setdefault("also", []).append(ev["message"])
+            ev["grouped_into"] = f"{head['source']}:{head['line_no']}"
+            ev.pop("rule")
 
 
 _BDF_RE = lazy(r"^(?:(?P<domain>[0-9a-fA-F]{4}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<slot>[0-9a-fA-F]{2})(?:\.(?P<fn>[0-7]))?$")
