@@ -194,3 +194,44 @@ def test_a_warning_cause_takes_the_severity_of_the_error_it_absorbed(tmp_path):
     alone = check_json(make_snapshot(tmp_path / "w", logs={"app.log": warn}))
     (f,) = _by_id(alone, "runtime-driver-mismatch")
     assert f["severity"] == "warning"
+
+
+# hailo-ai/hailo-rpi5-examples#63 (case f210): hailofilter's dlopen of the post-process .so
+# fails (a probe signature, not a catalog line), then its dlsym of `filter` fails
+POSTPROC_MISSING = ("Could not load lib /home/pi/hailo-rpi5-examples/basic_pipelines/…/resources/"
+                    "libyolo_hailortpp_postprocess.so: cannot open shared object file: No such file or directory\n")
+DLSYM_FILTER = ("Cannot load symbol: /lib/aarch64-linux-gnu/gstreamer-1.0/libgsthailotools.so: "
+                "undefined symbol: filter\n")
+
+
+def test_dlsym_failure_after_missing_plugin_is_evidence_of_the_missing_library(tmp_path):
+    report = check_json(make_snapshot(tmp_path / "s", logs={"run.log": POSTPROC_MISSING + DLSYM_FILTER}))
+    assert "symbol-version-unsatisfied" not in finding_ids(report)
+    assert "missing-shared-library" in finding_ids(report)
+    ev = next(e for e in report["facts"]["log_events"] if e.get("entry") == "dlsym-entry-point-undefined")
+    assert ev["consequence_rule"] == "symbol-version-unsatisfied"
+    assert ev["consequence_of_line"] == "logs/run.log:1"
+
+
+def test_dlsym_failure_alone_still_raises_its_rule(tmp_path):
+    report = check_json(make_snapshot(tmp_path / "s", logs={"run.log": DLSYM_FILTER}))
+    assert "symbol-version-unsatisfied" in finding_ids(report)
+
+
+def test_signature_cause_rules_are_the_rules_that_match_them():
+    # a signature's cause_rule (probes/*.toml) must be the rule whose log_events match selects it
+    from npu_doctor.probes import load_signatures
+    from npu_doctor.tomlcompat import tomllib
+    rules_dir = Path(__file__).parent.parent / "rules"
+    selects = {}
+    for path in rules_dir.glob("*.toml"):
+        for rule in tomllib.loads(path.read_text()).get("rule", []):
+            for m in rule.get("match", []):
+                for cond in m.get("when", []):
+                    if cond.get("fact") == "it.signature" and "eq" in cond:
+                        selects.setdefault(cond["eq"], set()).add(rule["id"])
+    sigs = load_signatures()
+    with_cause = {s.id: s.fields["cause_rule"] for s in sigs if "cause_rule" in s.fields}
+    assert with_cause, "no signature declares a cause_rule"
+    for sid, rule in with_cause.items():
+        assert rule in RULE_IDS and rule in selects.get(sid, set()), (sid, rule)

@@ -39,7 +39,22 @@ def demote_consequences(facts: Facts, host: Host) -> None:
     become evidence of that finding; here, where the events of every log meet."""
     events = facts.get("log_events")
     if isinstance(events, list):
-        apply_consequences([ev for ev in events if isinstance(ev, dict) and ev.get("catalog")])
+        dicts = [ev for ev in events if isinstance(ev, dict)]
+        apply_consequences([ev for ev in dicts if ev.get("catalog")] + _signature_causes(dicts))
+
+
+def _signature_causes(events: list) -> list:
+    """Probe-signature lines (not catalog lines) whose rule can be a cause: the signature's
+    `cause_rule` field names the rule its line raises (probes/libraries.toml: a library the
+    loader cannot open). A stand-in event carries that rule into apply_consequences, so a
+    catalog line that is its consequence is demoted; the signature's own finding is unchanged."""
+    out = []
+    for ev in events:
+        if ev.get("catalog") or not ev.get("cause_rule") or ev.get("source") is None:
+            continue
+        out.append({"rule": ev["cause_rule"], "source": ev["source"], "line_no": ev.get("line_no"),
+                    "message": ev.get("line", ""), "vendor": ev.get("vendor")})
+    return out
 
 
 def _add_accelerator(facts: Facts, ev: dict, where: str) -> None:
