@@ -35,6 +35,8 @@ _KEYS = {
 _DRV_LIB = lazy(r"Driver version \((?P<driver>[0-9][0-9.]*)\) is different from library "
                 r"version \((?P<library>[0-9][0-9.]*)\)")
 _STATUS = lazy(r"status\s*[=:]?\s*(?P<name>HAILO_[A-Z_]+)\s*\((?P<code>\d+)\)")
+_EXECUTING = lazy(r"^Executing on device:\s*(\S+)")
+_BDF = lazy(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _FW_HOST = lazy(r"Unsupported firmware operation\. Host: (?P<host>[0-9.]+), Device: (?P<device>[0-9.]+)")
 
 
@@ -52,10 +54,12 @@ def parse_identify(text: str) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
     for line in text.splitlines():
         line = line.strip()
-        m = re.match(r"^Executing on device:\s*(\S+)", line)
+        if not line:
+            continue
+        m = _EXECUTING.match(line) if line.startswith("Executing") else None
         if m:
             dev = m.group(1).lower()
-            if re.match(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$", dev):
+            if _BDF.match(dev):
                 out["pci_address"] = dev
             else:
                 out["device_id"] = m.group(1)
