@@ -55,7 +55,8 @@ def test_h100_idle_query_refreshes_to_the_same_record_as_q():
 @pytest.mark.parametrize("name, moved", [
     ("590.48.01-h100-mig-load", {"power_w", "thermal"}),          # memory 58 -> 59 C
     ("595.80-l40s-load", {"power_w"}),
-    ("595.71.05-rtx2080super-idle", {"power_w", "freq", "clocks_event_reasons"}),
+    # Idle -> SW Power Cap between the two commands: the power reason list moves with it
+    ("595.71.05-rtx2080super-idle", {"power_w", "freq", "clocks_event_reasons", "power_throttle_reasons"}),
 ])
 def test_query_differs_from_q_only_in_readings_that_moved(name, moved):
     q, rows = _pair(name)

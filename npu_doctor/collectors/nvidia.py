@@ -9,7 +9,8 @@ Facts written:
   which is not an installed toolkit (on a Jetson: `sdks.l4t.cuda_driver_version`);
 - `sdks.cuda.{version, path}` from the toolkit itself (`/usr/local/cuda*/version.json`,
   `version.txt`, or `nvcc --version`; the `cuda-toolkit` probe);
-- `accelerators[]` (vendor nvidia) from `nvidia-smi -q` (see parsers.nvidia);
+- `accelerators[]` (vendor nvidia) from `nvidia-smi -q` (see parsers.nvidia), or, when the
+  command is not there (a snapshot of a report), from a `-q` report pasted into a runtime log;
 - `nvidia.smi.{status, kind, error, message, returncode}` when nvidia-smi failed, plus an
   `inventory.incomplete` entry (the GPU count is unknown, not 0);
 - `nvidia.upgrades[]` / `nvidia.last_upgrade`: NVIDIA package changes from apt's history.
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from .. import versions
 from ..errors import CommandNotFound
@@ -43,6 +44,7 @@ from ..registry import collector, deriver
 from ..sysfs import module_version
 
 SMI = ["nvidia-smi", "-q"]
+NVSMI_BANNER = "NVSMI LOG=="
 PROC_VERSION = "/proc/driver/nvidia/version"
 LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
             "/usr/local/nvidia/lib64", "/usr/lib/wsl/lib")
@@ -95,6 +97,10 @@ def collect_nvidia(ctx: ProbeContext) -> None:
     try:
         res = ctx.run(SMI)
     except CommandNotFound:
+        pasted = smi_report_in_logs(ctx.host)
+        if pasted is not None:
+            _add_report(ctx, pasted[1], pasted[0])
+            return
         if not found:
             raise NoData("no NVIDIA driver, NVML library or nvidia-smi on this host")
         return
@@ -120,12 +126,35 @@ def collect_nvidia(ctx: ProbeContext) -> None:
         # a partial report (e.g. one GPU lost, the others listed): keep both
         info["status"] = "partial"
         facts.set("nvidia.smi", info, src)
-    try:
-        parsed = parse_nvidia_smi_q(res.stdout)
-    except ValueError as e:
-        raise ProbeError(f"unparsable output from nvidia-smi -q: {e}") from None
     if res.returncode == 0:
         facts.set("nvidia.smi.status", "ok", src)
+    _add_report(ctx, res.stdout, src)
+
+
+def smi_report_in_logs(host: Any) -> Optional[Tuple[str, str]]:
+    """(source, text) of the last `nvidia-smi -q` report pasted into a runtime log (a snapshot's
+    logs/, `--log FILE`): from its "==...NVSMI LOG==..." banner to the end of the file or the
+    next banner. Reports give the same facts as the command; None when no log has one."""
+    found = None
+    try:
+        logs = host.logs()
+    except (OSError, NotImplementedError):
+        return None
+    for name, text in logs:
+        at = text.rfind(NVSMI_BANNER)
+        if at >= 0:
+            start = text.rfind("\n", 0, at) + 1
+            found = (name, text[start:])
+    return found
+
+
+def _add_report(ctx: ProbeContext, text: str, src: str) -> None:
+    """Facts of one `nvidia-smi -q` report (the command's stdout or a pasted copy)."""
+    facts = ctx.facts
+    try:
+        parsed = parse_nvidia_smi_q(text)
+    except ValueError as e:
+        raise ProbeError(f"unparsable output from nvidia-smi -q: {e}") from None
     if ctx.host.exists("/etc/nv_tegra_release"):
         # Jetson (L4T 36+ ships nvidia-smi for the integrated nvgpu GPU, "Orin (nvgpu)", with
         # mostly N/A fields): the jetson probe owns that GPU; keep only the CUDA level.

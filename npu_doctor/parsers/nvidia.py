@@ -29,6 +29,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..lazyregex import lazy
 from ..registry import parser
+from .nvidia_clocks import THERMAL_REASONS, counters, power_limits, reasons
 from .nvidia_versions import (  # noqa: F401
     nvidia_upgrades,
     parse_cuda_version_file,
@@ -42,9 +43,6 @@ _NUM_RE = lazy(r"^(-?\d+(?:\.\d+)?)\s*([A-Za-z%]*)")
 
 #: PCIe generation -> transfer rate per lane in GT/s (PCI-SIG base specs 1.0 ... 6.0).
 PCIE_GEN_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
-
-#: The clock reasons that mean "held down for temperature" (nvmlClocksEventReasons).
-THERMAL_REASONS = ("HW Thermal Slowdown", "SW Thermal Slowdown")
 
 #: NVML failure lines nvidia-smi prints instead of its report -> (kind, what it means).
 #: Sources: nvidia-smi(1) RETURN VALUE; nvml.h nvmlReturn_t strings.
@@ -211,10 +209,7 @@ def _gpu_record(bus: str, g: Dict[str, Any], index: int) -> Dict[str, Any]:
         ("GPU Power Readings", "Instantaneous Power Draw"))) if v is not None), None)
     if pw is not None:
         rec["power_w"] = pw
-    pl = _num(_first(g, ("GPU Power Readings", "Current Power Limit"),
-                     ("Power Readings", "Enforced Power Limit"), ("Power Readings", "Power Limit")))
-    if pl is not None:
-        rec["power_limit_w"] = pl
+    rec.update(power_limits(g, _num))
     freq: Dict[str, Any] = {}
     cur_mhz = _num(_get(g, "Clocks", "Graphics"))
     max_mhz = _num(_get(g, "Max Clocks", "Graphics"))
@@ -252,11 +247,14 @@ def _gpu_record(bus: str, g: Dict[str, Any], index: int) -> Dict[str, Any]:
             rec["pcie"] = pcie
 
     # clock event (throttle) reasons, old and new names
-    reasons = _first(g, ("Clocks Event Reasons",), ("Clocks Throttle Reasons",))
-    if isinstance(reasons, dict):
-        active = [k for k, v in reasons.items() if isinstance(v, str) and v.strip().lower() == "active"]
-        rec["clocks_event_reasons"] = active
-        rec["thermal_throttle_reasons"] = [r for r in active if r in THERMAL_REASONS]
+    why = reasons(_first(g, ("Clocks Event Reasons",), ("Clocks Throttle Reasons",)))
+    if why is not None:
+        rec["clocks_event_reasons"] = why["active"]
+        rec["thermal_throttle_reasons"] = why["thermal"]
+        rec["power_throttle_reasons"] = why["power"]
+    spent = counters(_first(g, ("Clocks Event Reasons Counters",), ("Clocks Throttle Reasons Counters",)))
+    if spent is not None:
+        rec["clocks_event_counters"] = spent
 
     # health-ish state
     rr = _val(_get(g, "GPU Reset Status", "Reset Required"))
@@ -337,9 +335,12 @@ def parse_nvidia_smi_q(text: str) -> Dict[str, Any]:
     Each record: vendor "nvidia", index, pci_address ("0000:2d:00.0"), name, uuid,
     firmware.version (VBIOS), temperature_c, thermal {shutdown_c, slowdown_c, max_operating_c,
     target_c, memory_c, margin_c (T.Limit), ..., limit_c, limit, headroom_c}, utilization_percent,
-    power_w, power_limit_w, freq {cur_hz, max_hz}, pcie {cur_gen, max_gen, cur_speed_gts,
+    power_w, power_limit_w (+ _default_w, _max_w, _min_w, _requested_w, _below_default_w),
+    freq {cur_hz, max_hz}, pcie {cur_gen, max_gen, cur_speed_gts,
     max_speed_gts, cur_width, max_width}, persistence_mode ("Enabled"/"Disabled"),
-    clocks_event_reasons [active reason names], thermal_throttle_reasons, reset_required.
+    clocks_event_reasons [active reason names], thermal_throttle_reasons, power_throttle_reasons,
+    clocks_event_counters {sw_thermal_s, hw_thermal_s, sw_power_cap_s, hw_power_brake_s,
+    sync_boost_s, thermal_s, power_s} (parsers.nvidia_clocks), reset_required.
     Temperatures in °C, power in W. Raises ValueError for text that is not such a report.
     """
     top, gpus = _tree(text)
@@ -360,5 +361,5 @@ def parse_nvidia_smi_q(text: str) -> Dict[str, Any]:
     return out
 
 
-__all__ = ["parse_nvidia_smi_q", "parse_proc_driver_version", "nvml_failure", "pci_address",
+__all__ = ["THERMAL_REASONS", "parse_nvidia_smi_q", "parse_proc_driver_version", "nvml_failure", "pci_address",
            "parse_cuda_version_file", "parse_nvcc_version", "nvidia_upgrades", "PCIE_GEN_GTS"]

@@ -29,7 +29,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from ..lazyregex import lazy
 from ..registry import parser
-from .nvidia import PCIE_GEN_GTS, THERMAL_REASONS, _thermal_limit, pci_address
+from .nvidia import PCIE_GEN_GTS, _thermal_limit, pci_address
+from .nvidia_clocks import THERMAL_REASONS, power_reasons
 
 #: Asked of every GPU: valid on every driver that has --query-gpu (R3xx on).
 BASE_FIELDS = ("index", "pci.bus_id", "temperature.gpu", "utilization.gpu", "utilization.memory",
@@ -45,13 +46,14 @@ RENAMED = {"clocks_throttle_reasons.active": "clocks_event_reasons.active"}
 REASON_BITS = ((0x1, "Idle"), (0x2, "Applications Clocks Setting"), (0x4, "SW Power Cap"),
                (0x8, "HW Slowdown"), (0x40, "HW Thermal Slowdown"),
                (0x80, "HW Power Brake Slowdown"), (0x10, "Sync Boost"),
-               (0x20, "SW Thermal Slowdown"), (0x100, "Display Clock Setting"))
+               (0x20, "SW Thermal Slowdown"), (0x100, "Display Clock Setting"),
+               (0x8000000000000000, "Unknown"))
 
 #: Keys of an accelerator record that a query row refreshes (the rest is the inventory's);
 #: a key the row leaves out is unknown now and is dropped, as `-q` would drop it.
 REFRESHED = ("temperature_c", "utilization_percent", "memory_utilization_percent", "power_w",
              "freq.cur_hz", "performance_state", "clocks_event_reasons",
-             "thermal_throttle_reasons", "pcie.cur_gen", "pcie.cur_speed_gts", "pcie.cur_width")
+             "thermal_throttle_reasons", "power_throttle_reasons", "pcie.cur_gen", "pcie.cur_speed_gts", "pcie.cur_width")
 
 _INVALID_RE = lazy(r'Field "([^"]+)" is not a valid field to query')
 _FIELD_RE = lazy(r"^[A-Za-z_][A-Za-z0-9_.]*$")
@@ -156,6 +158,7 @@ def sample_record(row: Dict[str, Optional[str]]) -> Dict[str, Any]:
     if active is not None:
         rec["clocks_event_reasons"] = active
         rec["thermal_throttle_reasons"] = [r for r in active if r in THERMAL_REASONS]
+        rec["power_throttle_reasons"] = power_reasons(active)
     pcie: Dict[str, Any] = {}
     gen, width = _num(row.get("pcie.link.gen.current")), _num(row.get("pcie.link.width.current"))
     if isinstance(gen, int):
