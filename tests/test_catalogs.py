@@ -176,3 +176,14 @@ def test_explain_names_the_signature_when_no_catalog_entry_matches():
                         "OSError: libedgetpu.so.1: cannot open shared object file: No such file or directory"],
                        capture_output=True, text=True)
     assert r.returncode == 0 and "shared-library-not-found" in r.stdout and "--log" in r.stdout
+
+
+def test_mnemonic_prefix_finds_an_entry_by_its_short_name(tmp_path):
+    p = tmp_path / "pre.toml"
+    p.write_text('[catalog]\nid = "pre"\nsource = "https://x"\nmnemonic_prefix = "VND_"\n'
+                 "code_patterns = ['said: (?P<mnemonic>ERR_[A-Z_]+)']\n"
+                 '[[entry]]\ncode = 9\nmnemonic = "VND_ERR_GONE"\nmeaning = "m"\nrule = "device-busy"\n')
+    cat = load_catalog_file(str(p))
+    assert cat.by_mnemonic("ERR_GONE") is cat.by_mnemonic("VND_ERR_GONE") is not None
+    assert cat.by_mnemonic("ERR_OTHER") is None
+    assert [e.key for e, _ in CATALOGS.lookup("Failed to initialize NVML: ERROR_DRIVER_NOT_LOADED")] == ["9"]

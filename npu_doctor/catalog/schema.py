@@ -17,7 +17,7 @@ from ..lazyregex import LazyRegex, compile_checked, group_names, lazy
 SCOPES = ("kernel", "runtime", "any")
 SEVERITIES = ("error", "warning", "info")
 CATALOG_KEYS = {"id", "title", "vendor", "scope", "source", "generic", "code_patterns",
-                "code_aliases", "description", "drivers", "consequence_of"}
+                "code_aliases", "description", "drivers", "consequence_of", "mnemonic_prefix"}
 ENTRY_KEYS = {"code", "mnemonic", "meaning", "rule", "benign", "severity", "pattern", "flags",
               "facts", "fix", "example", "source", "message", "subject", "accelerator",
               "cleared_by", "scope", "key", "vendor", "consequence_of"}
@@ -93,6 +93,9 @@ class Catalog:
     drivers: Dict[str, str]
     file: str = ""
     consequence_of: List[str] = field(default_factory=list)
+    #: a prefix the entries' mnemonics carry and some tools leave out (go-nvml prints
+    #: `ERROR_DRIVER_NOT_LOADED` for NVML_ERROR_DRIVER_NOT_LOADED)
+    mnemonic_prefix: str = ""
 
     def by_code(self, code: str) -> Optional[Entry]:
         for e in self.entries:
@@ -105,6 +108,9 @@ class Catalog:
         for e in self.entries:
             if e.mnemonic and e.mnemonic.upper() == up:
                 return e
+        pre = self.mnemonic_prefix.upper()
+        if pre and not up.startswith(pre):
+            return self.by_mnemonic(pre + up)
         return None
 
 
@@ -225,7 +231,8 @@ def load_catalog_file(path: str) -> Catalog:
                   str(head.get("source", "")), bool(head.get("generic", False)),
                   [compile_checked(p, 0, f"{path}: catalog {cid}: code_patterns") for p in pats],
                   [str(a) for a in aliases], [], {str(k): str(v) for k, v in drivers.items()}, path,
-                  _rule_ids(head.get("consequence_of", []), f"{path}: catalog {cid}: consequence_of"))
+                  _rule_ids(head.get("consequence_of", []), f"{path}: catalog {cid}: consequence_of"),
+                  str(head.get("mnemonic_prefix", "")))
     for p in cat.code_patterns:
         names = group_names(p.pattern, p.flags)
         if "code" not in names and "mnemonic" not in names:
