@@ -22,6 +22,9 @@ RKNN_THREADTIME = "06-28 09:30:04.462 26854 26854 E RKNN    : The rknn model doe
 KERNEL_IN_LOGCAT = "01-01 04:02:47.025     0     0 W RKNPU fde40000.npu: swiotlb buffer is full (sz: 6422528 bytes)"
 # airockchip/rknn-toolkit2#403 (rknn_server on Android, logcat pasted with single spaces)
 RKNN_SERVER = "07-21 18:23:13.178 2322 2322 D SERVER : librknnrt path = /vendor/lib64/librknnrt.so "
+# ultralytics/yolov5#1127 (Android Studio's Logcat window before Dolphin: pid-tid/package X/tag)
+STUDIO_OLD = ("2022-02-28 15:00:37.729 31407-31507/car.bkrckj_logo.com.car2019 W/System.err: "
+              "740 operations will run on the GPU, and the remaining 1 operations will run on the CPU.")
 # rockchip-linux/rknn-toolkit2#256 (Android Studio's Logcat window)
 STUDIO = ("2046-04-13 17:30:47.338  8007-8057  rkyolo4j                com.rockchip.gpadc.yolodemo"
           "          I  try rknn_init!")
@@ -44,6 +47,9 @@ def _docker_json(message):
     (KERNEL_IN_LOGCAT, "RKNPU fde40000.npu: swiotlb buffer is full (sz: 6422528 bytes)"),
     (RKNN_SERVER, "librknnrt path = /vendor/lib64/librknnrt.so"),
     (STUDIO, "try rknn_init!"),
+    (STUDIO_OLD, "740 operations will run on the GPU, and the remaining 1 operations will run on the CPU."),
+    ("2019-01-23 19:59:54.482 5685-5775/? E/AndroidRuntime: FATAL EXCEPTION: CameraBackground",
+     "FATAL EXCEPTION: CameraBackground"),
     # logcat -v year / -v uid / -v epoch (liblog logprint.cpp)
     ("2022-06-28 09:30:04.462 26854 26854 E RKNN    : rknn_init, load model failed!", "rknn_init, load model failed!"),
     ("06-28 09:30:04.462  u0_a123 26854 26854 E RKNN    : rknn_init, load model failed!", "rknn_init, load model failed!"),
@@ -102,3 +108,5 @@ def test_fallback_parsers_see_the_message_of_logcat_and_cri_lines():
     assert fallback_strip(RKNN_THREADTIME) == "The rknn model does not match the RKNPU hardware version!"
     assert fallback_strip("2024-03-04T10:00:00.123456789Z stdout F " + RKNN_OPEN) == \
         "failed to open rknpu module, need to insmod rknpu dirver!"
+    assert fallback_strip(STUDIO_OLD) == \
+        "740 operations will run on the GPU, and the remaining 1 operations will run on the CPU."

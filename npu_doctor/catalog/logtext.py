@@ -55,6 +55,9 @@ _PREFIX_RES = [
     # Android Studio's Logcat window: `2023-01-01 10:00:00.123  1234-1240  RKNN  com.example.app  E  `
     # (date time pid-tid tag package priority; developer.android.com/studio/debug/logcat)
     re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ +\d+-\d+ +\S+(?: +\S+)? +[VDIWEFA] +"),
+    # before Dolphin (2022.1): `2022-02-28 15:00:36.365 31407-31507/com.example.app I/tflite: `
+    # (date time pid-tid/package priority/tag; `?` for a package it could not name)
+    re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ +\d+-\d+/[\w.:$?\-]+ [VDIWEFA]/[^\s:]+ *(?:\( *\d+\))?: "),
     # Kubernetes CRI log files (/var/log/pods, `crictl logs`): `2024-03-04T10:00:00.123456789Z stdout F `
     # (RFC3339Nano, stream, P(artial)/F(ull); kubernetes/design-proposals-archive node/kubelet-cri-logging.md);
     # `kubectl logs --timestamps` and `docker logs -t`: the timestamp alone

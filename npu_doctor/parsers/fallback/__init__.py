@@ -49,6 +49,9 @@ VerifyEachNodeIsAssignedToAnEp; VERBOSE log level):
 - OpenVINO EP (2019-2020): `[OpenVINO-EP] Rejecting as graph has unsupported operations.Operation
   is not supported by OpenVINO`: the whole graph stays on the CPU, count not stated
   (https://github.com/microsoft/onnxruntime/issues/2298).
+- QNN EP backend setup failure: `QNN SetupBackend failed Failed to create device. Error: 14001`,
+  `... Unable to load backend, error: load library failed` (microsoft/onnxruntime#21214, #20206):
+  GetCapability claims nothing, so the whole graph runs on the CPU EP; count not stated.
 - Vitis AI EP (Ryzen AI): `[Vitis AI EP] No. of Operators :   CPU     8    NPU  2356
   VITIS_EP_CPU    13` (amd/RyzenAI-SW#318), `[Vitis AI EP] No. of Operators : CPU 400`
   (amd/RyzenAI-SW#170); older releases say IPU and add a percentage. Only the CPU column is

@@ -20,6 +20,10 @@ _PREFIX_RES = [
     # logcat threadtime (default of `adb logcat`): `11-30 10:00:00.123  1234  1234 E RKNN    : `
     lazy(r"^\s*(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? +(?:[a-z_]\w* +)?\d+ +\d+ [VDIWEF] "
          r"(?:[^\s:]+ *:\s*)?"),
+    # Android Studio's Logcat window before Dolphin (2022.1): `2022-02-28 15:00:36.365
+    # 31407-31507/com.example.app I/tflite: ` (pid-tid/package, then priority/tag); `?` for a
+    # package it could not name. The date-time is stripped first by the ISO rule below.
+    lazy(r"^\s*\d+-\d+/[\w.:$?\-]+ [VDIWEFA]/[^\s:]+(?:\(\s*\d+\))?:\s*"),
     # Kubernetes CRI log file: `2024-03-04T10:00:00.123456789Z stdout F `
     lazy(r"^\s*\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d) (?:stdout|stderr) [FP] "),
     lazy(r"^\s*\[?\d{2,4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"

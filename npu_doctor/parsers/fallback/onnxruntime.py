@@ -31,6 +31,9 @@ _QNN_NONQDQ_RE = lazy(r"Non-QDQ (?P<op>[\w.:\-]+) operators are not supported on
 _EP_SUMMARY_RE = lazy(r"number of nodes in the graph:\s*(?P<total>\d+)[,\s]+number of nodes "
                       r"supported by (?P<ep>[\w ]+?):\s*(?P<sup>\d+)")
 _OPENVINO_REJECT_RE = lazy(r"\[OpenVINO-EP\] Rejecting as graph has unsupported operations")
+#: the QNN EP could not load / initialise its backend or create the device: GetCapability claims
+#: nothing, so the whole graph goes to the CPU EP (qnn_execution_provider.cc GetCapability)
+_QNN_SETUP_FAILED_RE = lazy(r"QNN SetupBackend failed")
 _VITIS_RE = lazy(r"\[Vitis AI EP\]\s*No\. of Operators\s*:\s*(?P<rest>.*)$")
 _VITIS_PAIR_RE = lazy(r"([A-Za-z_]+)\s+(\d+)(?:\s+[\d.]+%)?")
 
@@ -38,7 +41,7 @@ CPU_EP = "CPUExecutionProvider"
 #: any line an ONNX Runtime parser acts on contains one of these (a cheap first test)
 _ORT_ANY = ("placed on [", "Provider: [", "kernel not found in registries", "Unsupported nodes in QNN",
             "Non-QDQ ", "number of nodes in the graph", "OpenVINO-EP] Rejecting",
-            "Some nodes were not assigned")
+            "Some nodes were not assigned", "QNN SetupBackend failed")
 
 
 def _ort_any(text: str) -> bool:
@@ -159,6 +162,11 @@ def parse_onnxruntime(text: str) -> List[Entry]:
         if _OPENVINO_REJECT_RE.search(raw):
             others.append(_entry("onnxruntime", "reject", None, None, CPU_EP, line_no, line_no, raw,
                            all_nodes=True, ep="OpenVINO"))
+            i += 1
+            continue
+        if _QNN_SETUP_FAILED_RE.search(raw):
+            others.append(_entry("qnn", "reject", None, None, CPU_EP, line_no, line_no, raw,
+                           all_nodes=True, ep="QNN"))
             i += 1
             continue
         if _ORT_HINT_RE.search(raw):

@@ -26,6 +26,20 @@ not supported by armnn_delegate.` (ARM-software/armnn#740, #678; one line per op
 the number is the BuiltinOperator code, 69 = TILE, not a node) and `DEQUANTIZE: not supported by armnn: <backend reason>` (#719, #666, #758). Nodes Arm NN
 does not take run on TFLite's own CPU kernels.
 
+The first OpenGL delegate names a rejected operator by its builtin code only (`WARNING: op code #40
+cannot be handled by this delegate.` #25131; `WARNING: 25 cannot be handled by this delegate.`
+#31720): the code becomes the operator's name (tflite_ops.py, schema.fbs BuiltinOperator).
+
+Delegates built on SimpleDelegate or the partition helper state their share of the graph:
+`Hexagon delegate: 44 nodes delegated out of 67 nodes with 7 partitions.` (lite/delegates/hexagon/
+hexagon_delegate.cc, #45902; `... out of 67 nodes.` before partitions were counted),
+`TfLiteHexagonDelegate delegate: 125 nodes delegated out of 125 nodes with 1 partitions.`
+(lite/delegates/utils/simple_delegate.cc: `%s delegate: ...`, #49247), `CoreML delegate: 30 nodes
+delegated out of 31 nodes, with 2 partitions.` (lite/delegates/coreml/coreml_delegate.mm): the
+nodes left out stay on the CPU. When applying a delegate fails after that, the interpreter prints
+`Restored original execution plan after delegate application failure.` (lite/core/subgraph.cc):
+every node of the graph runs on the CPU, the graph size being the M of the last summary.
+
 Interpreter (lite/core/subgraph.cc ReplaceNodeSubsetsWithDelegateKernels, TF 2.13+): `Replacing
 60 out of 64 node(s) with delegate (TfLiteNnapiDelegate) node, yielding 3 partitions for the
 whole graph.` -- the nodes left out stay on the CPU. XNNPACK is the CPU delegate and never
@@ -34,11 +48,12 @@ counts; a GPU delegate total already stated by the GPU block is not counted twic
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from ...lazyregex import lazy
 from ...registry import parser
 from .common import Entry, _entry, log_lines, strip_prefix
+from .tflite_ops import builtin_name
 
 _GPU_HEADER_RE = lazy(r"\b(?:Following|Next) operations are not supported by GPU delegate:\s*$")
 _GPU_OP_RE = lazy(r"^\s*(?:CUSTOM\s+)?(?P<op>[A-Za-z][A-Za-z0-9_]*):(?P<why>.*)$")
@@ -60,9 +75,14 @@ _ARMNN_BACKEND_RE = lazy(r"(?:^|\s)(?P<op>[A-Z][A-Z0-9_]*): not supported by arm
                          r"(?::(?P<why>.*))?$")
 _REPLACING_RE = lazy(r"\bReplacing (?P<n>\d+) out of (?P<m>\d+) node\(s\) with delegate "
                      r"\((?P<delegate>[^)]+)\) node")
+_OPCODE_RE = lazy(r"\b(?:op code #)?(?P<code>\d{1,3}) cannot be handled by this delegate")
+_DELEGATED_RE = lazy(r"\b(?P<delegate>[A-Za-z][\w\-]*) delegate: (?P<n>\d+) nodes delegated out of "
+                     r"(?P<m>\d+) nodes\b")
+_RESTORED_RE = lazy(r"Restored original execution plan after delegate application failure")
 #: any line this parser acts on contains one of these (a cheap first test)
 _ANY = ("supported by GPU delegate", "will run on the GPU", "refused by NNAPI delegate",
-        "not supported by armnn", "node(s) with delegate (")
+        "not supported by armnn", "node(s) with delegate (", "cannot be handled by this delegate",
+        "nodes delegated out of", "Restored original execution plan")
 _MAX_BLOCK = 200
 
 
@@ -71,11 +91,25 @@ def _any(text: str) -> bool:
 
 
 def _gpu_total(line: str) -> Optional[int]:
+    split = _gpu_split(line)
+    return split[1] if split else None
+
+
+def _gpu_split(line: str) -> Optional[Tuple[int, int]]:
+    """(operations on the GPU, operations on the CPU) of a GPU delegate total line."""
     for rx in _GPU_TOTAL_RES:
         m = rx.search(line)
         if m:
-            return int(m.group("cpu"))
+            return int(m.groupdict().get("gpu") or 0), int(m.group("cpu"))
     return None
+
+
+def _family(delegate: str) -> str:
+    """`TfLiteHexagonDelegate` / `Hexagon` -> `hexagon`: one delegate under its two names."""
+    low = delegate.lower()
+    for w in ("tflite", "delegate", "_", "-", " "):
+        low = low.replace(w, "")
+    return low
 
 
 @parser("fallback_tflite")
@@ -85,9 +119,10 @@ def parse_tflite(text: str) -> List[Entry]:
     GPU delegate: one "op" entry per rejected operator type (count not stated: the log names
     types, not nodes) and one "total" entry with the CPU operation count, grouped at the
     header. NNAPI and Arm NN refusals: one "op" entry per operator type (uncounted).
-    `Replacing N out of M`
-    with N < M for a non-XNNPACK delegate: a "total" of M - N (skipped for a GPU delegate
-    whose own block states the total).
+    `Replacing N out of M` and `X delegate: N nodes delegated out of M nodes` with N < M for a
+    non-XNNPACK delegate: a "total" of M - N (a GPU delegate whose own block states the total,
+    or a delegate whose summary line already counted, is not counted twice). `Restored original
+    execution plan`: the last statement's graph (M nodes) runs on the CPU, replacing its total.
     """
     out: List[Entry] = []
     if not _any(text):
@@ -96,6 +131,9 @@ def parse_tflite(text: str) -> List[Entry]:
     seen_ops = set()
     gpu_totals = 0
     replacing: List[Entry] = []
+    summarised = set()
+    # the last statement of a graph's size: (its total entry or None, nodes in the graph)
+    plan: Optional[Tuple[Optional[Entry], int]] = None
     i, n = 0, len(lines)
     while i < n:
         raw = lines[i]
@@ -110,11 +148,13 @@ def parse_tflite(text: str) -> List[Entry]:
             total: Optional[int] = None
             while j < n and j <= i + _MAX_BLOCK:
                 b = strip_prefix(lines[j])
-                t = _gpu_total(b)
-                if t is not None:
-                    total = t
-                    if t > 0:
-                        block.append(_entry("tflite_gpu", "total", None, t, "CPU", j + 1, group, b))
+                split = _gpu_split(b)
+                if split is not None:
+                    total = split[1]
+                    plan = (None, sum(split))
+                    if total > 0:
+                        block.append(_entry("tflite_gpu", "total", None, total, "CPU", j + 1, group, b))
+                        plan = (block[-1], sum(split))
                     j += 1
                     break
                 m = _GPU_OP_RE.match(b)
@@ -129,10 +169,15 @@ def parse_tflite(text: str) -> List[Entry]:
                 gpu_totals += 1 if total else 0
             i = j
             continue
-        t = _gpu_total(body)
-        if t:
-            # a total without its header (the header line was cut off)
-            out.append(_entry("tflite_gpu", "total", None, t, "CPU", i + 1, i + 1, body))
+        for m in _OPCODE_RE.finditer(body):
+            op = builtin_name(int(m.group("code"))) or f"op code {m.group('code')}"
+            out.append(_entry("tflite_gpu", "op", op, None, "CPU", i + 1, i + 1, body,
+                              opcode=int(m.group("code"))))
+        split = _gpu_split(body)
+        if split and split[1]:
+            # a total without its header (the header line was cut off, or the 2019 one-line form)
+            out.append(_entry("tflite_gpu", "total", None, split[1], "CPU", i + 1, i + 1, body))
+            plan = (out[-1], sum(split))
             gpu_totals += 1
             i += 1
             continue
@@ -152,17 +197,49 @@ def parse_tflite(text: str) -> List[Entry]:
                                   reason=(m.groupdict().get("why") or "").strip() or None))
             i += 1
             continue
+        m = _DELEGATED_RE.search(body)
+        if m:
+            left = int(m.group("m")) - int(m.group("n"))
+            delegate = m.group("delegate")
+            if "xnnpack" not in delegate.lower():
+                summarised.add(_family(delegate))
+                e = None
+                if left > 0:
+                    e = _entry("tflite", "total", None, left, "CPU", i + 1, i + 1, body,
+                               delegate=delegate)
+                    out.append(e)
+                plan = (e, int(m.group("m")))
+            i += 1
+            continue
         m = _REPLACING_RE.search(body)
         if m:
             left = int(m.group("m")) - int(m.group("n"))
             delegate = m.group("delegate")
-            if left > 0 and "XNNPack" not in delegate:
-                replacing.append(_entry("tflite", "total", None, left, "CPU", i + 1, i + 1, body,
-                                        delegate=delegate))
+            if "XNNPack" not in delegate:
+                e = None
+                if left > 0:
+                    e = _entry("tflite", "total", None, left, "CPU", i + 1, i + 1, body,
+                               delegate=delegate)
+                    replacing.append(e)
+                if plan is None or plan[0] is None or plan[0] not in out:
+                    plan = (e, int(m.group("m")))
+            i += 1
+            continue
+        if _RESTORED_RE.search(body):
+            nodes = None
+            if plan is not None:
+                gone, nodes = plan
+                out = [e for e in out if e is not gone]
+                replacing = [e for e in replacing if e is not gone]
+            out.append(_entry("tflite", "total", None, nodes, "CPU", i + 1, i + 1, body,
+                              restored=True))
+            plan = None
         i += 1
     for e in replacing:
         d = e["delegate"]
         if gpu_totals and ("Gpu" in d or "Metal" in d or "GPU" in d):
+            continue
+        if _family(d) in summarised:
             continue
         out.append(e)
     return out
