@@ -71,3 +71,16 @@ def test_unrelated_numpy_and_protobuf_lines_do_not_match(tmp_path):
     text = ("numpy 2.0.0 installed\nprotobuf 3.20.3 is required by rknn-toolkit2\n"
             "AttributeError: module 'numpy' has no attribute 'float'\n")
     assert _findings(tmp_path, text) == []
+
+
+def test_pip_conflict_for_an_sdk_pin_is_a_warning_and_other_packages_are_not(tmp_path):
+    # lines in pip's format (install.py, _warn_about_conflicts) with rknn-toolkit2 2.3.2's stated
+    # protobuf pin (airockchip/rknn-toolkit2 #292); a package outside the accelerator stacks
+    # (tf2onnx, whose name ends in 'onnx') raises nothing
+    text = ("ERROR: pip's dependency resolver does not currently take into account all the packages "
+            "that are installed. This behaviour is the source of the following dependency conflicts.\n"
+            "rknn-toolkit2 2.3.2 requires protobuf<=4.25.4,>=4.21.6, but you have protobuf 3.20.3 which is incompatible.\n"
+            "tf2onnx 1.9.3 requires protobuf~=3.20, but you have protobuf 4.1.0 which is incompatible.\n")
+    got = _findings(tmp_path, text)
+    assert [(f["subject"], f["severity"]) for f in got] == [("rknn-toolkit2 2.3.2", "warning")]
+    assert "protobuf<=4.25.4,>=4.21.6" in got[0]["message"]
