@@ -24,6 +24,11 @@ from npu_doctor.rules import load_rules
 
 from conftest import REPO, case_path, check_json, finding_ids, make_snapshot, run_cli
 
+
+def _repo_case(prefix: str) -> Path:
+    """A real case kept in this repository (tests/cases/<prefix>-...)."""
+    return next((Path(__file__).resolve().parent / "cases").glob(prefix + "-*"))
+
 GCC = shutil.which("gcc")
 needs_gcc = pytest.mark.skipif(GCC is None, reason="gcc not installed")
 
@@ -142,6 +147,31 @@ def test_case_c2_15_glibc_too_old_for_tensorrt():
     assert "GLIBC_2.27" in f["message"] and "libnvinfer.so.7" in f["message"]
     fixes = " ".join(x["text"] for x in f["fixes"])
     assert "made for this distribution" in fixes and "Do not copy a newer libc" in fixes
+
+
+def test_case_x212_conda_libstdcxx_shadowing_gets_the_conda_fix():
+    # the provider is conda's own libstdc++ (found first through the interpreter's RPATH): the fix
+    # is to update it in the env, not "install the SDK build for this distribution"
+    f = next(f for f in check_json(_repo_case("x212"))["findings"]
+             if f["id"] == "symbol-version-unsatisfied")
+    fixes = " ".join(x["text"] for x in f["fixes"])
+    assert "conda environment's own copy" in fixes and "libstdcxx-ng" in fixes
+    assert "made for this distribution" not in fixes
+
+
+def test_system_glibc_too_old_keeps_the_distribution_fix_not_the_conda_one():
+    # u202: the requirer lives in an anaconda env but needs GLIBC (never shipped by conda)
+    f = next(f for f in check_json(_repo_case("u202"))["findings"]
+             if f["id"] == "symbol-version-unsatisfied")
+    fixes = " ".join(x["text"] for x in f["fixes"])
+    assert "made for this distribution" in fixes and "conda" not in fixes
+
+
+def test_linker_versioned_undefined_reference_is_symbol_version_unsatisfied():
+    report = check_json(_repo_case("x208"))
+    f = next(f for f in report["findings"] if f["id"] == "symbol-version-unsatisfied")
+    assert f["subject"] == "/opt/intel/openvino/runtime/lib/intel64/libopenvino.so"
+    assert "GLIBC_2.29" in f["message"] and "missing-shared-library" not in finding_ids(report)
 
 
 # -- the probe on built libraries, through snapshots -----------------------------------------

@@ -15,6 +15,11 @@ from npu_doctor.parsers.rknn import parse_dist_version, parse_lib_version, parse
 
 from conftest import case_path, check_json, fact_values, finding_ids, make_snapshot
 
+
+def _repo_case(prefix: str) -> Path:
+    """A real case kept in this repository (tests/cases/<prefix>-...)."""
+    return next((Path(__file__).resolve().parent / "cases").glob(prefix + "-*"))
+
 DATA = Path(__file__).parent / "data" / "rockchip"
 
 # What `strings` prints on the published runtimes (sources in tests/data/rockchip/SOURCES.md).
@@ -213,3 +218,10 @@ def test_snapshot_model_newer_than_runtime_is_a_warning(tmp_path):
     assert any("2.2.0" in x["message"] and "2.1.0" in x["message"] for x in f)
     # rkllm 1.1.2 on rknpu 0.9.8 is fine, librknnrt 2.1.0 on 0.9.8 too
     assert "runtime-driver-mismatch" not in finding_ids(rep)
+
+
+def test_toolkit_local_version_splits_build_hash():
+    # 'I rknn-toolkit2 version: 2.0.0b0+9bab5682': the version fact is the token, the commit
+    # after '+' goes to the sibling build (contract: no build hashes in a version fact)
+    rep = check_json(_repo_case("x202"))
+    assert rep["facts"]["sdks"]["rknn_toolkit2"] == {"version": "2.0.0b0", "build": "9bab5682"}

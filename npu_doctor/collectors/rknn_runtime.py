@@ -123,7 +123,11 @@ def _facts_from_log(facts: Facts, parsed: Dict[str, Any], source: str) -> None:
     for key, sdk in (("toolkit_lite2_version", "rknn_toolkit_lite2"),
                      ("toolkit2_version", "rknn_toolkit2")):
         if parsed.get(key) and facts.get(f"sdks.{sdk}") is None:
-            facts.set(f"sdks.{sdk}.version", parsed[key], source)
+            # the toolkits print a local version `2.0.0b0+9bab5682`: the token is the version,
+            # the commit after '+' its build (contract: no build hashes in a version fact)
+            ver, _, build = str(parsed[key]).partition("+")
+            facts.set(f"sdks.{sdk}.version", ver, source)
+            facts.set(f"sdks.{sdk}.build", build or None, source)
     rk = parsed.get("rkllm")
     if rk and facts.get("sdks.rkllm") is None:
         facts.set("sdks.rkllm.version", rk["version"], source)
