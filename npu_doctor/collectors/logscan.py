@@ -43,6 +43,10 @@ MAX_LINE = 400
 #: Characters of one log line that signatures look at.
 MAX_SCAN_LINE = 4096
 MAX_EVENTS_PER_SIGNATURE = 50
+#: The banner line of an `nvidia-smi -q` report (`==============NVSMI LOG==============`).
+NVSMI_BANNER = "NVSMI LOG=="
+#: Characters of a pasted `nvidia-smi -q` report kept (a report is ~7 KB per GPU).
+NVSMI_REPORT_CHARS = 1 << 20
 
 
 class LogScan:
@@ -59,6 +63,32 @@ class LogScan:
         self.notes: List[str] = []
         #: lines cut at host.logstream.MAX_LINE_CHARS: {line_no, chars, kept_chars}
         self.cut_lines: List[Dict[str, int]] = []
+        #: the last `nvidia-smi -q` report pasted into the log (from its banner line on, at
+        #: most NVSMI_REPORT_CHARS characters), for a snapshot of a report without the command
+        self.nvsmi_report: Optional[str] = None
+
+
+class _PastedReport:
+    """The lines from the last `nvidia-smi -q` banner on (the next banner starts again)."""
+
+    def __init__(self) -> None:
+        self.parts: List[str] = []
+        self.chars = 0
+        self.found = False
+
+    def feed(self, lines: List[str], text: str) -> None:
+        if NVSMI_BANNER in text:
+            at = max(i for i, line in enumerate(lines) if NVSMI_BANNER in line)
+            self.parts, self.chars, self.found = [], 0, True
+            lines = lines[at:]
+            text = "\n".join(lines)
+        elif not self.found or self.chars >= NVSMI_REPORT_CHARS:
+            return
+        self.parts.append(text[:NVSMI_REPORT_CHARS - self.chars])
+        self.chars += len(self.parts[-1]) + 1
+
+    def text(self) -> Optional[str]:
+        return "\n".join(self.parts) if self.found else None
 
 
 class SignatureMatcher:
@@ -211,6 +241,7 @@ def scan_one(name: str, chunks: Iterable[List[str]], signatures: Iterable[Any],
     scan = LogScan(name)
     sig = SignatureMatcher(signatures, "runtime", name)
     win = _Windowed(scan)
+    pasted = _PastedReport()
     run = None
     needles = set(sig.needles)
     if catalogs is not None:
@@ -230,12 +261,14 @@ def scan_one(name: str, chunks: Iterable[List[str]], signatures: Iterable[Any],
         hits = scanner.scan(text.lower())
         sig.feed_scanned(lines, scan.lines + 1, hits)
         win.feed(lines, text)
+        pasted.feed(lines, text)
         if run is not None:
             run.feed(lines, text, hits)
         scan.lines += len(lines)
     if run is not None:
         scan.catalog_events = run.finish()
     win.flush()
+    scan.nvsmi_report = pasted.text()
     scan.fallback_entries.sort(key=lambda e: (e["line_no"], e["runtime"]))
     scan.signature_events = sig.events
     if win.windows > 1:

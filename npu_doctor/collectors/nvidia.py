@@ -27,7 +27,7 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from .. import versions
-from ..errors import CommandNotFound
+from ..errors import CommandNotFound, HostError
 from ..facts import Facts
 from ..host import Host
 from ..matrices import matrix_rows, matrix_source, set_compat
@@ -44,7 +44,6 @@ from ..registry import collector, deriver
 from ..sysfs import module_version
 
 SMI = ["nvidia-smi", "-q"]
-NVSMI_BANNER = "NVSMI LOG=="
 PROC_VERSION = "/proc/driver/nvidia/version"
 LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
             "/usr/local/nvidia/lib64", "/usr/lib/wsl/lib")
@@ -97,7 +96,7 @@ def collect_nvidia(ctx: ProbeContext) -> None:
     try:
         res = ctx.run(SMI)
     except CommandNotFound:
-        pasted = smi_report_in_logs(ctx.host)
+        pasted = smi_report_in_logs(ctx)
         if pasted is not None:
             _add_report(ctx, pasted[1], pasted[0])
             return
@@ -131,20 +130,21 @@ def collect_nvidia(ctx: ProbeContext) -> None:
     _add_report(ctx, res.stdout, src)
 
 
-def smi_report_in_logs(host: Any) -> Optional[Tuple[str, str]]:
+def smi_report_in_logs(ctx: ProbeContext) -> Optional[Tuple[str, str]]:
     """(source, text) of the last `nvidia-smi -q` report pasted into a runtime log (a snapshot's
     logs/, `--log FILE`): from its "==...NVSMI LOG==..." banner to the end of the file or the
-    next banner. Reports give the same facts as the command; None when no log has one."""
+    next banner (collectors.logscan, the one pass over each log). Reports give the same facts
+    as the command; None when no log has one."""
+    from .logscan import scan_logs
+
     found = None
     try:
-        logs = host.logs()
-    except (OSError, NotImplementedError):
+        scans = scan_logs(ctx.host, ctx.options.get("signatures", []), ctx.options.get("catalogs"))
+    except HostError:
         return None
-    for name, text in logs:
-        at = text.rfind(NVSMI_BANNER)
-        if at >= 0:
-            start = text.rfind("\n", 0, at) + 1
-            found = (name, text[start:])
+    for scan in scans:
+        if scan.nvsmi_report is not None:
+            found = (scan.name, scan.nvsmi_report)
     return found
 
 
