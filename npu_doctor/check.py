@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 from . import __version__
@@ -47,12 +47,15 @@ class Config:
     rules: RuleSet
     signatures: List[Signature]
     catalogs: CatalogSet
+    #: the shipped rules files' version matrices (npu_doctor.matrices), kept with the rest so
+    #: that a cached start reads no rules file at all
+    matrices: Dict[str, List[Dict[str, Any]]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, probe_dirs: Iterable[str] = (), rule_dirs: Iterable[str] = ()) -> "Config":
         """Raises ConfigError for a bad probe spec or rules file. What was loaded before from
         the same files is read back from the user cache (npu_doctor.configcache)."""
-        from . import configcache, regexmemo, registry
+        from . import configcache, matrices, regexmemo, registry
         from .datafiles import save_cache
 
         probe_dirs, rule_dirs = list(probe_dirs), list(rule_dirs)
@@ -64,11 +67,13 @@ class Config:
             hit = configcache.load(key)
             if isinstance(hit, cls):
                 registry.load_all()  # the collectors the specs name, by import
+                matrices.install(hit.matrices)
                 return hit
         rules = load_rules(rule_dirs)
         catalogs = load_catalogs(rule_dirs)
         check_catalog_rules(catalogs, rules)
         config = cls(load_specs(probe_dirs), rules, load_signatures(probe_dirs), catalogs)
+        config.matrices = matrices.install(None)
         save_cache()
         regexmemo.save()
         if key is not None:

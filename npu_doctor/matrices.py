@@ -53,9 +53,28 @@ def matrix_descriptions(data: Dict[str, Any]) -> Dict[str, str]:
             if isinstance(m, dict) and isinstance(m.get("id"), str)}
 
 
+#: The shipped matrices of the loaded configuration (npu_doctor.check.Config, read back from
+#: the configuration cache with it): a cached start then parses no rules file.
+_INSTALLED: Dict[str, Optional[Dict[str, Rows]]] = {"matrices": None}
+
+
+def install(matrices: Optional[Dict[str, Rows]]) -> Dict[str, Rows]:
+    """Use these matrices for shipped_matrices() from now on (None: read the shipped rules
+    files now); returns them. Called when a configuration is loaded."""
+    if matrices is None:
+        _INSTALLED["matrices"] = None
+        matrices = shipped_matrices()
+    _INSTALLED["matrices"] = matrices
+    return matrices
+
+
 def shipped_matrices() -> Dict[str, Rows]:
-    """Every matrix of the shipped rules files, by id. A broken file is skipped here (the
-    rules loader reports it, with file and reason, when the check starts)."""
+    """Every matrix of the shipped rules files, by id: those of the loaded configuration, or
+    read from the files. A broken file is skipped here (the rules loader reports it, with
+    file and reason, when the check starts)."""
+    installed = _INSTALLED["matrices"]
+    if installed is not None:
+        return installed
     out: Dict[str, Rows] = {}
     for path in data_files("rules", ()):
         try:
@@ -68,9 +87,9 @@ def shipped_matrices() -> Dict[str, Rows]:
 
 
 def matrix_rows(matrix_id: str) -> Rows:
-    """Rows of one shipped matrix by id; [] when no file defines it. Parsed files are
-    remembered per modification time (npu_doctor.datafiles), so derivers may call this
-    on every run of `watch`."""
+    """Rows of one shipped matrix by id; [] when no file defines it. Those of the loaded
+    configuration (`watch` reloads it on SIGHUP), else the files' (parsed once, remembered
+    per modification time by npu_doctor.datafiles), so derivers may call this on every run."""
     return shipped_matrices().get(matrix_id, [])
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import shutil
 import zlib
-from typing import Any, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from .. import usercache
 from .base import CommandResult
@@ -68,10 +68,24 @@ def key(argv: Sequence[str]) -> Optional[List[Any]]:
     return [os.environ.get("PATH", ""), [[f, _ident(f)] for f in files]]
 
 
+#: The cache file as read once by this process (a check asks for several commands), by path.
+_STORE: Dict[str, Dict[str, Any]] = {}
+
+
+def _store() -> Dict[str, Any]:
+    path = usercache.cache_path(_NAME)
+    if path is None:
+        return {}  # caching is off
+    if path not in _STORE:
+        data = usercache.load_json(_NAME)
+        _STORE.clear()
+        _STORE[path] = data if isinstance(data, dict) else {}
+    return _STORE[path]
+
+
 def load(argv: Sequence[str], k: List[Any]) -> Optional[CommandResult]:
     """The kept result of argv under key k, or None."""
-    store = usercache.load_json(_NAME)
-    entry = store.get("\0".join(argv)) if isinstance(store, dict) else None
+    entry = _store().get("\0".join(argv))
     if not isinstance(entry, dict) or entry.get("key") != k:
         return None
     r = entry.get("result")
@@ -87,9 +101,7 @@ def save(argv: Sequence[str], k: List[Any], res: CommandResult) -> None:
     a cut is said each run, from CommandResult.cut)."""
     if res.timed_out or res.returncode is None or res.cut:
         return
-    store = usercache.load_json(_NAME)
-    if not isinstance(store, dict):
-        store = {}
+    store = _store()
     store["\0".join(argv)] = {"key": k, "result": {"returncode": res.returncode,
                                                    "stdout": res.stdout, "stderr": res.stderr}}
     usercache.save_json(_NAME, store)
