@@ -1,10 +1,11 @@
 """Kernel release and machine architecture: `kernel.release`, `kernel.version`, `arch`.
 
 kernel.release: /proc/sys/kernel/osrelease (what `uname -r` prints); a snapshot may instead
-list `uname -r`; on a live host platform.release() is the last resort.
+list `uname -r`, or `uname -a` (what reports paste); on a live host platform.release() is the
+last resort.
 arch (`uname -m` spelling): live platform.machine(); in a snapshot the `uname -m` command
-when listed, else /proc/sys/kernel/arch, else the ELF header of /bin/sh (or libc.so.6) in the
-snapshot; else absent.
+when listed, else /proc/sys/kernel/arch, else the machine field of `uname -a`, else the ELF
+header of /bin/sh (or libc.so.6) in the snapshot; else absent.
 """
 
 from __future__ import annotations
@@ -32,6 +33,34 @@ def _cmd_line(ctx: ProbeContext, argv) -> "tuple":
     return None, None
 
 
+# `uname -a` (coreutils, busybox): kernel-name nodename kernel-release kernel-version(with spaces)
+# machine [processor] [hardware-platform] operating-system; the unknown fields are left out.
+_OS_NAMES = ("GNU/Linux", "Linux", "Android", "Toybox")
+_MACHINES = ("x86_64", "aarch64", "arm64", "armv7l", "armv6l", "armv8l", "i686", "i386",
+             "riscv64", "ppc64le", "s390x", "loongarch64", "mips64")
+
+
+def parse_uname_a(line: str) -> "dict":
+    """{release, machine?} from a `uname -a` line; {} when it is not one."""
+    parts = line.split()
+    if len(parts) < 4 or parts[0] != "Linux":
+        return {}
+    out = {"release": parts[2]}
+    tail = parts[3:]
+    if tail and tail[-1] in _OS_NAMES:
+        tail = tail[:-1]
+    for tok in reversed(tail):
+        if tok in _MACHINES:
+            out["machine"] = tok
+            break
+    return out
+
+
+def _uname_a(ctx: ProbeContext) -> "tuple":
+    line, src = _cmd_line(ctx, ["uname", "-a"])
+    return (parse_uname_a(line), src) if line else ({}, None)
+
+
 @collector("kernel")
 def collect_kernel(ctx: ProbeContext) -> None:
     live = ctx.host.source == "live"
@@ -40,6 +69,9 @@ def collect_kernel(ctx: ProbeContext) -> None:
         ctx.facts.set("kernel.release", rel, "/proc/sys/kernel/osrelease")
     else:
         rel, src = _cmd_line(ctx, ["uname", "-r"]) if not live else (None, None)
+        if not rel and not live:
+            ua, src = _uname_a(ctx)
+            rel = ua.get("release")
         if rel:
             ctx.facts.set("kernel.release", rel, src)
         elif live and platform.release():
@@ -59,6 +91,9 @@ def arch_from_snapshot(ctx: ProbeContext):
     a = ctx.read("/proc/sys/kernel/arch")
     if a:
         return a, "/proc/sys/kernel/arch"
+    ua, src = _uname_a(ctx)
+    if ua.get("machine"):
+        return ua["machine"], src
     for pattern in ELF_CANDIDATES:
         paths = ctx.host.glob(pattern) if any(c in pattern for c in "*?[") else [pattern]
         for p in paths:

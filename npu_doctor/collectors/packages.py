@@ -15,27 +15,34 @@ from __future__ import annotations
 from typing import Dict
 
 from ..errors import HostError
-from ..parsers.dpkg import parse_dpkg_query, select
+from ..parsers.dpkg import parse_dpkg_l, parse_dpkg_query, select
 from ..parsers.intel_npu import split_package_version
 from ..probes import NoData, ProbeContext, ProbeError
 from ..registry import collector
 
 DPKG = ["dpkg-query", "-W"]
+DPKG_LIST = ["dpkg", "-l"]
 
 
 def installed_packages(ctx: ProbeContext) -> Dict[str, str]:
     """{package: version} from `dpkg-query -W` (canonical argv) for collectors that look one
-    package up; {} when dpkg is absent, fails, or prints something else."""
-    try:
-        res = ctx.run(DPKG)
-    except HostError:   # CommandNotFound included
-        return {}
-    if not res.ok:
-        return {}
-    try:
-        return parse_dpkg_query(res.stdout)
-    except ValueError:
-        return {}
+    package up; else from a `dpkg -l` listing (what reports paste, often filtered by grep, so
+    only a lookup of present packages may use it); {} when dpkg is absent, fails, or prints
+    something else."""
+    for argv, parse in ((DPKG, parse_dpkg_query), (DPKG_LIST, parse_dpkg_l)):
+        try:
+            res = ctx.run(argv)
+        except HostError:   # CommandNotFound included
+            continue
+        if not res.ok:
+            continue
+        try:
+            pkgs = parse(res.stdout)
+        except ValueError:
+            continue
+        if pkgs:
+            return pkgs
+    return {}
 
 
 @collector("packages")

@@ -1,4 +1,4 @@
-"""Debian package database: `dpkg-query -W` default output.
+"""Debian package database: `dpkg-query -W` default output, and the `dpkg -l` listing.
 
 Format: one package per line, `name<TAB>version` (`${binary:Package}\\t${Version}`); the name
 may carry an architecture (`libze1:amd64`); packages dpkg only remembers (removed, config files
@@ -7,6 +7,7 @@ left) print an empty version. Source: dpkg-query(1), "--show" and "--showformat"
 
 from __future__ import annotations
 
+import re
 from typing import Dict, Iterable, List
 
 from ..namematch import name_patterns
@@ -39,6 +40,28 @@ def parse_dpkg_query(text: str) -> Dict[str, str]:
     return out
 
 
+# `dpkg -l` (dpkg-query --list): three flag columns - desired action (u i h r p), package status
+# (n c H U F W t i), error flag (' ' or R) - then name, version, architecture, description.
+# Source: dpkg-query(1), "--list". Reports paste it filtered (`dpkg -l | grep edgetpu`).
+_DPKG_L = re.compile(r"^[uihrp][ncHUFWti][ R]?\s+(?P<name>[^\s:]+)(?::\S+)?\s+(?P<version>\S+)\s+\S+")
+
+
+@parser("dpkg_l")
+def parse_dpkg_l(text: str) -> Dict[str, str]:
+    """{package name (architecture suffix removed): version} from `dpkg -l` rows whose package
+    is on disk (status installed, unpacked, half-configured, half-installed, awaiting triggers);
+    rows of removed packages (status n, c) and the header lines are left out. Raises ValueError
+    when no row is found in a non-empty text."""
+    out: Dict[str, str] = {}
+    for line in text.splitlines():
+        m = _DPKG_L.match(line)
+        if m and line[1] not in "nc" and m.group("version") != "<none>":
+            out[m.group("name")] = m.group("version")
+    if not out and text.strip():
+        raise ValueError("no package rows (is this `dpkg -l` output?)")
+    return out
+
+
 def select(packages: Dict[str, str], patterns: Iterable[str]) -> List[Dict[str, str]]:
     """[{name, version}] of the packages whose name matches any shell pattern, sorted by name."""
     pats = name_patterns(patterns)
@@ -55,4 +78,4 @@ def upstream_version(deb_version: str) -> str:
     return v
 
 
-__all__ = ["parse_dpkg_query", "select", "upstream_version"]
+__all__ = ["parse_dpkg_l", "parse_dpkg_query", "select", "upstream_version"]
