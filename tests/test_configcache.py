@@ -8,6 +8,8 @@ import shutil
 
 import pytest
 
+from conftest import case_path
+
 from npu_doctor import check, configcache
 from npu_doctor.errors import ConfigError
 
@@ -54,6 +56,26 @@ def test_a_second_load_comes_from_the_cache_and_equals_the_first(cache_dir, tmp_
     # the cached catalogs still classify a line
     line = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus."
     assert second.catalogs.match_text(line, "dmesg", ("kernel",), "kernel")
+
+
+def test_cached_catalogs_are_read_only_when_a_log_needs_them(cache_dir, tmp_path, monkeypatch):
+    check.Config.load()
+    cached = check.Config.load()
+    assert isinstance(cached.catalogs, configcache.DeferredCatalogs)
+    assert cached.catalogs._obj is None
+    # a snapshot of sysfs files only (no kernel or runtime log): the catalogs stay unread
+    from npu_doctor.host.snapshot import SnapshotHost
+
+    report = check.run_check(SnapshotHost(str(case_path("k01-rk3588-npu-autosuspend"))), cached)
+    assert report.findings and cached.catalogs._obj is None
+    # a log line: read now, and the same answer as a configuration loaded from the files
+    monkeypatch.setenv("NPU_DOCTOR_NO_CACHE", "1")
+    fresh = check.Config.load()
+    assert not isinstance(fresh.catalogs, configcache.DeferredCatalogs)
+    line = "apex 0000:01:00.0: Apex performance throttled due to temperature"
+    got = cached.catalogs.match_text(line, "dmesg", ("kernel",), "kernel")
+    assert cached.catalogs._obj is not None
+    assert got == fresh.catalogs.match_text(line, "dmesg", ("kernel",), "kernel") != []
 
 
 def test_a_changed_rules_file_is_read_afresh(cache_dir, tmp_path):
