@@ -8,10 +8,10 @@ import shutil
 
 import pytest
 
-from conftest import case_path
-
 from npu_doctor import check, configcache
 from npu_doctor.errors import ConfigError
+
+from conftest import case_path
 
 RULE = '''[[rule]]
 id = "site-thermal-note"
