@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 from . import __version__
-from .catalog import CatalogSet, load_catalogs
 from .errors import ConfigError
 from .facts import Facts
 from .host import Host
 from .probe_runner import run_probes
 from .probes import ProbeResult, ProbeSpec, Signature, load_signatures, load_specs
 from .rules import Finding, RuleSet, evaluate, filter_findings, load_rules
+
+if TYPE_CHECKING:  # the catalogs are read back from the cache unpickled (configcache)
+    from .catalog.matcher import CatalogSet
 
 SCHEMA = "npu-doctor/report/v1"
 #: JSON Schema (2020-12) of the report; the file ships as npu_doctor/schema/report-v1.json.
@@ -56,7 +58,6 @@ class Config:
         """Raises ConfigError for a bad probe spec or rules file. What was loaded before from
         the same files is read back from the user cache (npu_doctor.configcache)."""
         from . import configcache, matrices, regexmemo, registry
-        from .datafiles import save_cache
 
         probe_dirs, rule_dirs = list(probe_dirs), list(rule_dirs)
         try:
@@ -69,6 +70,9 @@ class Config:
                 registry.load_all()  # the collectors the specs name, by import
                 matrices.install(hit.matrices)
                 return hit
+        from .catalog.matcher import load_catalogs  # only when the files are read
+        from .datafiles import save_cache
+
         rules = load_rules(rule_dirs)
         catalogs = load_catalogs(rule_dirs)
         check_catalog_rules(catalogs, rules)

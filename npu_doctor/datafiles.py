@@ -13,7 +13,6 @@ import zlib
 from typing import Any, Dict, List, Set, Tuple
 
 from .errors import ConfigError
-from .tomlcompat import tomllib
 
 #: This installation's root (the package's parent: a checkout, or site-packages): its
 #: shipped data files are the cache's regular entries.
@@ -67,7 +66,7 @@ def read_toml(path: str) -> Dict[str, Any]:
         data = loads_toml(read_regular(path, CAP_DATA_FILE).decode("utf-8"))
     except OSError as e:
         raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError) as e:
+    except (UnicodeDecodeError, ValueError) as e:  # tomllib.TOMLDecodeError is a ValueError
         raise ConfigError(f"{path}: not valid TOML ({str(e).splitlines()[0] if str(e) else e!r})") from None
     with _LOCK:
         _MEMO[path] = (key, data)

@@ -33,7 +33,6 @@ from .errors import HostError
 from .host import CommandResult, Host
 from .lazyregex import lazy
 from .namematch import any_match
-from .tomlcompat import tomllib
 
 #: Seconds an interpreter may take to answer (a cold conda env on an SD card is slow).
 QUERY_TIMEOUT_S = 10.0
@@ -152,8 +151,13 @@ def snapshot_meta(host: Host) -> Dict[str, Any]:
     root = getattr(_base(host), "root", None)
     if not root or host.source == "live":
         return {}
+    path = os.path.join(root, "snapshot.toml")
+    if not os.path.exists(path):
+        return {}
+    from .tomlcompat import tomllib  # only for a snapshot that has the file
+
     try:
-        with open(os.path.join(root, "snapshot.toml"), "rb") as f:
+        with open(path, "rb") as f:
             meta = tomllib.load(f).get("snapshot", {})
     except (OSError, tomllib.TOMLDecodeError):
         return {}

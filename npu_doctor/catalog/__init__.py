@@ -41,10 +41,24 @@ become one event with a `count`. Every regex is prefiltered by the longest liter
 so a line no entry can match costs one scan of a combined needle pattern.
 """
 
+from typing import Any
+
 from .logtext import iter_lines, literal_needles, split_lines, strip_prefix
 from .events import errno_name, fill, fill_value
-from .matcher import CatalogSet, load_catalogs
-from .schema import Catalog, Entry, load_catalog_file
+
+#: Names of the loader and matcher, imported on first use: a check reads its catalogs from
+#: the configuration cache, and a probe that only strips log prefixes needs neither.
+_LAZY = {"CatalogSet": "matcher", "load_catalogs": "matcher", "Catalog": "schema",
+         "Entry": "schema", "load_catalog_file": "schema"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["Catalog", "CatalogSet", "Entry", "errno_name", "fill", "fill_value", "iter_lines",
            "literal_needles", "load_catalog_file", "load_catalogs", "split_lines", "strip_prefix"]

@@ -7,8 +7,10 @@ from __future__ import annotations
 import errno as _errno
 from typing import Any, Dict, List, Optional, Tuple
 
-from .schema import _TEMPLATE_RE
 from ..lazyregex import lazy
+
+#: `{group}` / `{group|other}` / `{group:conv}` in an entry's message, subject and facts.
+_TEMPLATE_RE = lazy(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\|[A-Za-z_][A-Za-z0-9_]*)*)(?::([a-z]+))?\}")
 
 
 def apply_cleared(events: List[Dict[str, Any]], cleared: Dict[Tuple[str, str], List[str]]) -> None:

@@ -10,7 +10,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from ..datafiles import read_toml
 from ..errors import ConfigError
 from ..lazyregex import LazyRegex, compile_checked, group_names, lazy
 
@@ -34,7 +33,6 @@ MAX_SCAN_LINE = 4096
 MAX_EVENTS_PER_ENTRY = 50
 _ID_RE = lazy(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 #: `{group}`, `{group:conv}`, `{a|b}` (the first of a, b that matched).
-_TEMPLATE_RE = lazy(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\|[A-Za-z_][A-Za-z0-9_]*)*)(?::([a-z]+))?\}")
 
 
 @dataclass(eq=False)  # compared by identity; no generated __eq__ (start-up)
@@ -206,6 +204,8 @@ def _rule_ids(value: Any, where: str) -> List[str]:
 
 def load_catalog_file(path: str) -> Catalog:
     """One catalog file. Raises ConfigError naming file, entry and what is wrong."""
+    from ..datafiles import read_toml  # tomllib only when a catalog file is read
+
     data = read_toml(path)
     unknown = set(data) - {"catalog", "entry"}
     if unknown:

@@ -9,7 +9,6 @@ import time
 from typing import Any, BinaryIO, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import AccessDenied, CommandNotFound, HostError, NotFound, SnapshotError
-from ..tomlcompat import tomllib
 from .base import (READ_CAP_BYTES, CommandResult, Host, Identity, StatInfo, cap_text, keeps_newest,
                    mode_allows, parse_id_output)
 from .logfile import decode_log
@@ -144,7 +143,7 @@ class SnapshotHost(Host):
                                            single_link=True).decode("utf-8"))
         except OSError as e:
             raise SnapshotError(f"snapshot {self.path}: {name}: {e.strerror or e}") from None
-        except (ValueError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        except (ValueError, UnicodeDecodeError) as e:  # tomllib.TOMLDecodeError is a ValueError
             msg = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise SnapshotError(f"snapshot {self.path}: {name}: {msg}") from None
 
