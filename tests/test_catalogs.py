@@ -100,6 +100,15 @@ def test_vendor_entry_hides_the_generic_class_on_the_same_line():
     assert [e.catalog for e, _ in hits] == ["coral-gasket"]
 
 
+def test_benign_pattern_entry_hides_its_catalogs_code_lookup_on_the_line():
+    # intel/linux-npu-driver#149: UNINITIALIZED from a graph append after init is not an init failure
+    run = "L0 pfnAppendGraphExecute result: ZE_RESULT_ERROR_UNINITIALIZED, code 0x78000001 - driver is not initialized . "
+    hits = CATALOGS.match_line(run, ("runtime",))
+    assert [(e.catalog, e.key, e.rule) for e, _ in hits] == [("level-zero", "uninitialized-after-init", None)]
+    init = "L0 zeInit result: ZE_RESULT_ERROR_UNINITIALIZED, code 0x78000001 - driver is not initialized"
+    assert [e.rule for e, _ in CATALOGS.match_line(init, ("runtime",))] == ["runtime-init-failed"]
+
+
 def test_facts_templates_convert_units():
     evs = CATALOGS.match_text("Please set max locked memory (ulimit -l) to 'unlimited' (current: 8192 kbytes)",
                               "run.log", ("runtime",), "runtime")

@@ -132,6 +132,7 @@ class CatalogSet:
     def _match(self, line: str, scopes: Set[str], candidates: List[_Matcher]) -> List[Tuple[Entry, Dict[str, str]]]:
         """match_line with the candidate matchers (in catalog and entry order) given."""
         hits: List[Tuple[Entry, Dict[str, str]]] = []
+        spans: Dict[int, Tuple[int, int]] = {}  # id(groups) -> span of the match
         for m in candidates:
             if m.scope not in scopes and m.scope != "any":
                 continue
@@ -155,8 +156,16 @@ class CatalogSet:
                    for h in hits):
                 continue  # one finding per catalog and line: the first (most specific) entry
             hits.append((entry, groups))
+            spans[id(groups)] = found.span()
         if any(not e.generic for e, _ in hits):
             hits = [h for h in hits if not h[0].generic]
+        # a benign entry with its own pattern (a code seen in a known context: a workload
+        # limit, a consequence) hides its catalog's plain code lookup of a code inside its match
+        quiet = [(e.catalog, spans[id(g)]) for e, g in hits if e.benign and e.pattern is not None]
+        if quiet:
+            hits = [h for h in hits if h[0].pattern is not None or not any(
+                c == h[0].catalog and a <= spans[id(h[1])][0] and spans[id(h[1])][1] <= b
+                for c, (a, b) in quiet)]
         return hits
 
     def entry_matches(self, entry: Entry, line: str) -> Optional[Dict[str, str]]:
