@@ -42,6 +42,13 @@ def test_prefilter_never_hides_an_example(entry):
             assert any(n in strip_prefix(ex).lower() for n in needles), (needles, ex)
 
 
+def test_every_regex_has_a_prefilter_needle():
+    # a pattern without a literal of four or more characters (e.g. `Jet[Pp]ack`) is tried on
+    # every line of every log: one such entry took the 100 MB log benchmark from 31 to 4 MB/s
+    always = [(m.catalog.id, m.entry.key if m.entry else "code pattern") for m in CATALOGS._always]
+    assert always == []
+
+
 def test_catalog_ids_unique_and_counted():
     ids = [c.id for c in CATALOGS.catalogs]
     assert len(ids) == len(set(ids))

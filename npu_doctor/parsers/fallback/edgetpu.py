@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from ...lazyregex import lazy
 from ...registry import parser
@@ -27,14 +27,16 @@ def parse_edgetpu(text: str) -> List[Entry]:
     if "will run on CPU" not in text and "Status" not in text:
         return out
     raw_lines = log_lines(text)
-    lines: List[str] = []
+    stripped: Dict[int, str] = {}
     pending_total: Optional[Entry] = None
     i, n = 0, len(raw_lines)
 
     def at(k: int) -> str:
-        while len(lines) <= k:
-            lines.append(strip_prefix(raw_lines[len(lines)]))
-        return lines[k]
+        # only the lines looked at are stripped (the others of a large log never are)
+        got = stripped.get(k)
+        if got is None:
+            got = stripped[k] = strip_prefix(raw_lines[k])
+        return got
 
     while i < n:
         raw = raw_lines[i]
