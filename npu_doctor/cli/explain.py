@@ -9,6 +9,7 @@ a bad catalog file.
 from __future__ import annotations
 
 import json
+import re
 
 import click
 
@@ -60,6 +61,14 @@ def explain(query, fmt, rule_dirs):
         head = " ".join(x for x in (e.mnemonic, f"({e.code})" if e.code and e.mnemonic else e.code) if x)
         click.echo(f"{head or e.key}  [{e.catalog}]")
         click.echo(f"  meaning:  {e.meaning}")
+        if not groups:
+            # found by a fragment (lookup): show the example line that holds it, when the
+            # meaning does not, so the reader sees why this entry answers the query
+            word = re.compile(r"(?<![\w])" + re.escape(text.strip()) + r"(?![\w])", re.IGNORECASE)
+            if not word.search(e.meaning):
+                seen = next((x for x in e.examples if word.search(x)), None)
+                if seen:
+                    click.echo(f"  example:  {seen}")
         if groups and e.message:
             click.echo(f"  here:     {fill(e.message, groups)}")
         click.echo(f"  raises:   {e.rule} ({e.severity or 'rule default'})" if e.rule
