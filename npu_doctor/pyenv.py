@@ -21,7 +21,6 @@ Sources: PEP 376 / PEP 627 (.dist-info, RECORD), PEP 503 (name normalisation), P
 from __future__ import annotations
 
 import ast
-import os
 import posixpath
 import re
 import sys
@@ -147,21 +146,10 @@ def use_interpreters(host: Host, pythons: Sequence[str]) -> None:
 
 
 def snapshot_meta(host: Host) -> Dict[str, Any]:
-    """The [snapshot] table of a snapshot's snapshot.toml ({} for a live host or none)."""
-    root = getattr(_base(host), "root", None)
-    if not root or host.source == "live":
-        return {}
-    path = os.path.join(root, "snapshot.toml")
-    if not os.path.exists(path):
-        return {}
-    from .tomlcompat import tomllib  # only for a snapshot that has the file
-
-    try:
-        with open(path, "rb") as f:
-            meta = tomllib.load(f).get("snapshot", {})
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
+    """The [snapshot] table of a snapshot's snapshot.toml ({} for a live host or none): the
+    snapshot host's own reading (Host.snapshot_meta), under a capture's RecordingHost too."""
+    base = _base(host)
+    return {} if base.source == "live" else base.snapshot_meta()
 
 
 def _strings(v: Any) -> List[str]:
