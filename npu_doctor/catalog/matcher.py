@@ -291,10 +291,16 @@ class CatalogSet:
         if not out and len(q) >= 6:
             # a fragment of a message: the entries whose examples or meaning contain it
             # whole words only: `EINVAL` is not the middle of `captureInvalidated`
-            word = re.compile(r"(?<![\w])" + re.escape(q) + r"(?![\w])", re.IGNORECASE)
+            word = fragment_regex(q)
             out = [(e, {}) for e in self.entries()
                    if any(word.search(x) for x in e.examples) or word.search(e.meaning)]
         return out
+
+
+def fragment_regex(query: str) -> "re.Pattern[str]":
+    """The whole-word, case-blind regex `lookup` finds a message fragment with (`EINVAL`, not
+    the middle of `captureInvalidated`)."""
+    return re.compile(r"(?<![\w])" + re.escape(query.strip()) + r"(?![\w])", re.IGNORECASE)
 
 
 def _split_alias(q: str) -> Tuple[str, str]:

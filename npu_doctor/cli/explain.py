@@ -9,7 +9,6 @@ a bad catalog file.
 from __future__ import annotations
 
 import json
-import re
 
 import click
 
@@ -55,6 +54,9 @@ def explain(query, fmt, rule_dirs):
         click.echo(f"nothing in the catalogs matches {text!r} "
                    "(try the code alone, the mnemonic, or the whole log line)")
         raise SystemExit(1)
+    from ..catalog.matcher import fragment_regex
+
+    word = fragment_regex(text)
     for n, (e, groups) in enumerate(hits):
         if n:
             click.echo("")
@@ -64,7 +66,6 @@ def explain(query, fmt, rule_dirs):
         if not groups:
             # found by a fragment (lookup): show the example line that holds it, when the
             # meaning does not, so the reader sees why this entry answers the query
-            word = re.compile(r"(?<![\w])" + re.escape(text.strip()) + r"(?![\w])", re.IGNORECASE)
             if not word.search(e.meaning):
                 seen = next((x for x in e.examples if word.search(x)), None)
                 if seen:
