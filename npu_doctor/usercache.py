@@ -41,25 +41,14 @@ def load_json(name: str) -> Any:
 
 
 def save_json(name: str, data: Any) -> None:
-    """Write a cache file atomically (temp file + rename). Never raises."""
-    path = cache_path(name)
-    if not path:
+    """Write a cache file atomically (save_bytes). Never raises."""
+    if not cache_path(name):
         return
-    tmp = None
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        import tempfile  # only when writing (random, hashlib: 2 ms a run that only reads)
-
-        fd, tmp = tempfile.mkstemp(prefix="." + name + ".", dir=os.path.dirname(path))
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, separators=(",", ":"))
-        os.replace(tmp, path)
-    except (OSError, TypeError, ValueError):
-        if tmp:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        text = json.dumps(data, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return
+    save_bytes(name, text.encode("utf-8"))
 
 
 def save_bytes(name: str, data: bytes) -> None:
