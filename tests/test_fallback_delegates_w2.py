@@ -4,23 +4,11 @@ failure, on the real logs of tests/cases/w2* and on verbatim lines from public r
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from npu_doctor.parsers.fallback import aggregate, parse_fallback_logs
 from npu_doctor.parsers.fallback.onnxruntime import parse_onnxruntime
 from npu_doctor.parsers.fallback.tflite import parse_tflite
 from npu_doctor.parsers.fallback.tflite_ops import BUILTIN_OPERATORS, builtin_name
 
-CASES = Path(__file__).parent / "cases"
-
-
-def case_log(case: str) -> str:
-    logs = sorted((next(CASES.glob(case + "-*")) / "logs").iterdir())
-    return logs[0].read_text()
-
-
-def agg_of(text: str):
-    return aggregate(parse_fallback_logs(text))
+from test_fallback_delegates import agg_of, case_log
 
 
 def test_builtin_operator_codes_follow_the_schema():
