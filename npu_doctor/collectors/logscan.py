@@ -23,13 +23,14 @@ import copy
 import os
 import threading
 import weakref
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from itertools import chain
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from ..catalog.logtext import literal_needles
 from ..catalog.needles import LineFilter, LineNeedles
 from ..errors import HostError
 from ..host.logstream import iter_log_chunks
-from ..parsers.fallback import parse_fallback_logs
+from ..parsers.fallback import TRIGGER_NEEDLES, parse_fallback_logs
 from ..parsers.rknn import parse_runtime_log
 
 #: Characters of log text the whole-text parsers (CPU fallback, RKNN) see at a time.
@@ -40,6 +41,10 @@ OVERLAP_CHARS = WINDOW_CHARS // 8
 #: Entries stated on a window's last TAIL_LINES lines are taken from the next window.
 TAIL_LINES = 64
 MAX_LINE = 400
+#: what every pattern of parsers.rknn.parse_runtime_log holds
+RKNN_TRIGGER = "version"
+#: needles of the whole-text parsers: a window holding none of a parser's is not given to it
+PARSER_NEEDLES = frozenset(TRIGGER_NEEDLES + (RKNN_TRIGGER,))
 #: Characters of one log line that signatures look at.
 MAX_SCAN_LINE = 4096
 MAX_EVENTS_PER_SIGNATURE = 50
@@ -168,14 +173,26 @@ class _Windowed:
         self.start = 1  # line number of the window's first line
         self.keep_from = 1  # entries stated before this line were kept from the window before
         self.windows = 0
+        # PARSER_NEEDLES the window holds (lower-cased): those of the lines fed into it, and
+        # those of the window before (its overlap); None: not known, every parser runs
+        self.own: Optional[Set[str]] = set()
+        self.inherited: Optional[Set[str]] = set()
+        self.own_lines = 0
 
-    def feed(self, lines: List[str], text: Optional[str] = None) -> None:
-        """Consecutive lines, and their "\n"-joined text when the caller has it."""
+    def feed(self, lines: List[str], text: Optional[str] = None,
+             present: Optional[Set[str]] = None) -> None:
+        """Consecutive lines, and their "\n"-joined text when the caller has it; `present`:
+        the PARSER_NEEDLES the lower-cased lines hold (logscan's shared needle scan)."""
         while lines:
+            if present is None or self.own is None:
+                self.own = None
+            else:
+                self.own |= present
             n = (len(text) if text is not None else sum(map(len, lines)) + len(lines) - 1) + 1
             if self.chars + n < WINDOW_CHARS:  # no line of these closes the window
                 self.parts.append(text if text is not None else "\n".join(lines))
                 self.count += len(lines)
+                self.own_lines += len(lines)
                 self.chars += n
                 return
             acc = self.chars
@@ -185,6 +202,7 @@ class _Windowed:
                     break
             self.parts.append("\n".join(lines[:i + 1]))
             self.count += i + 1
+            self.own_lines += i + 1
             self.chars = acc
             self.flush(final=False)
             lines, text = lines[i + 1:], None
@@ -199,14 +217,15 @@ class _Windowed:
         keep_to = end if final else max(self.keep_from, end - min(TAIL_LINES, n_over))
         off = self.start - 1
         self.windows += 1
-        for e in parse_fallback_logs(text):
+        present = None if self.own is None or self.inherited is None else self.own | self.inherited
+        for e in parse_fallback_logs(text, present):
             e["line_no"] += off
             if not self.keep_from <= e["line_no"] < keep_to:
                 continue  # the window before or after states it, with more of its context
             if isinstance(e.get("group"), int) and e["group"] > 0:
                 e["group"] += off  # a header's line (0 and below: markers, not lines)
             self.scan.fallback_entries.append(e)
-        got = parse_runtime_log(text)
+        got = parse_runtime_log(text) if present is None or RKNN_TRIGGER in present else {}
         for k, v in got.items():
             if k in self.scan.rknn:
                 continue
@@ -216,6 +235,9 @@ class _Windowed:
         self.parts = [over] if n_over else []
         self.start, self.count, self.chars = end - n_over, n_over, (len(over) + 1 if n_over else 0)
         self.keep_from = keep_to
+        # the overlap lies in the lines fed into this window unless it is longer than them
+        self.inherited = self.own if n_over <= self.own_lines else present
+        self.own, self.own_lines = set(), 0
 
 
 def _tail(text: str, max_lines: int, max_chars: int) -> Tuple[str, int]:
@@ -243,7 +265,7 @@ def scan_one(name: str, chunks: Iterable[List[str]], signatures: Iterable[Any],
     win = _Windowed(scan)
     pasted = _PastedReport()
     run = None
-    needles = set(sig.needles)
+    needles = set(sig.needles) | PARSER_NEEDLES
     if catalogs is not None:
         from ..catalog.chunkmatch import LogClassifier
 
@@ -260,7 +282,7 @@ def scan_one(name: str, chunks: Iterable[List[str]], signatures: Iterable[Any],
         text = "\n".join(lines)
         hits = scanner.scan(text.lower())
         sig.feed_scanned(lines, scan.lines + 1, hits)
-        win.feed(lines, text)
+        win.feed(lines, text, PARSER_NEEDLES.intersection(chain.from_iterable(hits.values())))
         pasted.feed(lines, text)
         if run is not None:
             run.feed(lines, text, hits)

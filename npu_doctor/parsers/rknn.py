@@ -28,7 +28,7 @@ Formats (verbatim, with sources):
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..lazyregex import lazy
 from ..registry import parser
@@ -75,6 +75,32 @@ def parse_lib_version(data: bytes) -> Optional[Dict[str, str]]:
     return None
 
 
+#: what str.splitlines() splits on besides "\n"
+_OTHER_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+
+
+def _version_lines(text: str) -> Iterator[Tuple[int, str]]:
+    """(1-based number, line) of the lines of text.splitlines() that hold "version" (every
+    pattern of parse_runtime_log names a version): found by str.find over the text, not by a
+    test of every line."""
+    if any(b in text for b in _OTHER_BREAKS):
+        for n, line in enumerate(text.splitlines(), 1):
+            if "version" in line:
+                yield n, line
+        return
+    find, rfind = text.find, text.rfind
+    p, n, pos = find("version"), 1, 0
+    while p >= 0:
+        start = rfind("\n", 0, p) + 1
+        end = find("\n", p)
+        n += text.count("\n", pos, start)
+        pos = start
+        yield n, text[start:] if end < 0 else text[start:end]
+        if end < 0:
+            return
+        p = find("version", end + 1)
+
+
 @parser("rknn_runtime_log")
 def parse_runtime_log(text: str) -> Dict[str, Any]:
     """What an RKNN/RKLLM runtime log states about versions and version errors.
@@ -86,9 +112,7 @@ def parse_runtime_log(text: str) -> Dict[str, Any]:
     Empty dict when the text has none of these lines.
     """
     out: Dict[str, Any] = {}
-    for n, line in enumerate(text.splitlines(), 1):
-        if "version" not in line:
-            continue  # every pattern below names a version: one substring test per line
+    for n, line in _version_lines(text):
         m = _RUNTIME_RE.search(line)
         if m and "runtime" not in out and ("Runtime Information" in line or "RKNN" in line):
             rt: Dict[str, Any] = {"library": m.group(1), "version": m.group(2), "line_no": n}

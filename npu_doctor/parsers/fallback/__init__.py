@@ -108,9 +108,11 @@ from ...registry import parser
 from .ascend import parse_ascend_aicpu
 from .common import MAX_LINE, Entry, clean_line, log_lines, strip_prefix  # noqa: F401
 from .edgetpu import parse_edgetpu
-from .onnxruntime import parse_onnxruntime, parse_vitisai
-from .rknn import parse_rknn
+from .onnxruntime import _ORT_ANY, parse_onnxruntime, parse_vitisai
+from .rknn import _RKNN_ANY, parse_rknn
+from .tensorrt import _ANY as _TRT_ANY
 from .tensorrt import parse_tensorrt_dla
+from .tflite import _ANY as _TFLITE_ANY
 from .tflite import parse_tflite
 from .torch_npu import parse_torch_npu
 
@@ -135,11 +137,31 @@ RUNTIME_NAMES = {
 }
 
 
+#: per parser, literals of which a text must hold one for the parser to find anything (each
+#: parser's own first test of a text), lower-cased; and what clean_line removes, which can split
+#: a literal. A caller that already scanned a text for needles (collectors.logscan: one shared
+#: pass per log) runs only the parsers whose literals it saw.
+TRIGGERS: Dict[Any, Tuple[str, ...]] = {
+    fn: tuple(sorted({x.lower() for x in lits})) for fn, lits in (
+        (parse_onnxruntime, _ORT_ANY), (parse_vitisai, ("Vitis AI EP",)),
+        (parse_edgetpu, ("will run on CPU", "Status")), (parse_rknn, _RKNN_ANY),
+        (parse_torch_npu, ("The operator '",)), (parse_ascend_aicpu, ("aicpu", "ai_cpu")),
+        (parse_tflite, _TFLITE_ANY), (parse_tensorrt_dla, _TRT_ANY))}
+ESCAPES = ("\x1b", "\r")
+TRIGGER_NEEDLES = tuple(sorted({x for lits in TRIGGERS.values() for x in lits} | set(ESCAPES)))
+
+
 @parser("fallback_logs")
-def parse_fallback_logs(text: str) -> List[Entry]:
-    """Every parser of this module on one log, entries in line order."""
+def parse_fallback_logs(text: str, present: Optional[Iterable[str]] = None) -> List[Entry]:
+    """Every parser of this module on one log, entries in line order. `present`: the
+    TRIGGER_NEEDLES the lower-cased text holds, when the caller knows (None: run them all)."""
     out: List[Entry] = []
+    seen = None if present is None else set(present)
+    if seen is not None and not seen.isdisjoint(ESCAPES):
+        seen = None
     for fn in PARSERS:
+        if seen is not None and seen.isdisjoint(TRIGGERS[fn]):
+            continue
         out.extend(fn(text))
     out.sort(key=lambda e: (e["line_no"], e["runtime"]))
     return out

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 from ...lazyregex import lazy
 from ...registry import parser
-from .common import Entry, _entry, log_lines, strip_prefix
+from .common import Entry, _entry, candidate_lines, log_lines, next_candidate, strip_prefix
 
 # -- Ascend AICPU --------------------------------------------------------------------------
 _AICPU_KERNEL_RE = lazy(r"kernel \[(?P<op>[\w.:\-]+)\][^\n]*?running on AiCpu", re.IGNORECASE)
@@ -52,7 +52,9 @@ def parse_ascend_aicpu(text: str) -> List[Entry]:
         return out
     lines = log_lines(text)
     seen = set()
-    for i, raw in enumerate(lines):
+    # lower() may change a line's length, never the number of lines
+    for i in candidate_lines(low, ("aicpu",)):
+        raw = lines[i]
         if "aicpu" not in raw.lower():
             continue
         m = _AICPU_KERNEL_RE.search(raw)

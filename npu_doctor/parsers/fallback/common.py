@@ -3,7 +3,8 @@ carriage-return progress, timestamps, `[rankN]:` prefixes)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+import bisect
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ...lazyregex import lazy
 
@@ -37,16 +38,89 @@ _PREFIX_RES = [
 
 def clean_line(line: str) -> str:
     """A log line without ANSI escapes, carriage-return overwrites and trailing blanks."""
-    line = _ANSI_RE.sub("", line)
+    if "\x1b" in line:
+        line = _ANSI_RE.sub("", line)
     if "\r" in line:
         parts = [p for p in line.split("\r") if p.strip()]
         line = parts[-1] if parts else ""
     return line.rstrip()
 
 
+#: what clean_line removes: a line holding one may hold a needle only once cleaned
+_ESCAPES = ("\x1b", "\r")
+#: the last text log_lines cleaned and its lines: parse_fallback_logs hands one log window to
+#: every parser, and each parser asks for its lines
+_last: Tuple[Optional[str], List[str]] = (None, [])
+
+
+#: the last text candidate_lines looked at, and its lines holding an escape or a carriage return
+_last_escaped: Tuple[Optional[str], List[int]] = (None, [])
+
+
+def _normal(text: str) -> str:
+    return text.replace("\r\n", "\n") if "\r" in text else text
+
+
 def log_lines(text: str) -> List[str]:
-    """Cleaned lines of a log; index i is line number i + 1."""
-    return [clean_line(x) for x in text.replace("\r\n", "\n").split("\n")]
+    """Cleaned lines of a log; index i is line number i + 1. The list is shared by the
+    callers of one text: read it, never change it."""
+    global _last
+    last = _last
+    if last[0] is text:
+        return last[1]
+    norm = _normal(text)
+    if "\x1b" in norm or "\r" in norm:
+        lines = [clean_line(x) for x in norm.split("\n")]
+    else:  # what clean_line does to a line without escapes or carriage returns
+        lines = [x.rstrip() for x in norm.split("\n")]
+    _last = (text, lines)
+    return lines
+
+
+def lines_with(text: str, needles: Sequence[str]) -> List[int]:
+    """0-based indices, ascending, of the "\n"-separated lines of text that hold one of
+    needles (needles hold no "\n"). One str.find walk per needle over the whole text: a log
+    window is searched at memory speed, not line by line in Python."""
+    starts = set()
+    find, rfind = text.find, text.rfind
+    for nd in needles:
+        p = find(nd)
+        while p >= 0:
+            starts.add(rfind("\n", 0, p) + 1)
+            e = find("\n", p + len(nd))
+            if e < 0:
+                break
+            p = find(nd, e + 1)
+    out: List[int] = []
+    line = pos = 0
+    count = text.count
+    for s in sorted(starts):
+        line += count("\n", pos, s)
+        pos = s
+        out.append(line)
+    return out
+
+
+def candidate_lines(text: str, needles: Sequence[str]) -> List[int]:
+    """Indices, ascending, of the lines of log_lines(text) that may hold one of needles once
+    cleaned: the raw lines that hold one, and those clean_line changes by more than trailing
+    blanks (an ANSI escape or a carriage return inside a needle). A parser's line loop jumps
+    from one to the next instead of testing every line."""
+    global _last_escaped
+    norm = _normal(text)
+    got = lines_with(norm, needles)
+    last = _last_escaped
+    if last[0] is not text:
+        last = _last_escaped = (text, lines_with(norm, _ESCAPES))
+    if not last[1]:
+        return got
+    return sorted(set(got).union(last[1]))
+
+
+def next_candidate(cands: List[int], i: int) -> int:
+    """The first index in cands at or after line index i; -1 when none is left."""
+    k = bisect.bisect_left(cands, i)
+    return cands[k] if k < len(cands) else -1
 
 
 def strip_prefix(line: str) -> str:

@@ -6,7 +6,7 @@ from typing import Dict, List, Optional
 
 from ...lazyregex import lazy
 from ...registry import parser
-from .common import Entry, _entry, log_lines, strip_prefix
+from .common import Entry, _entry, candidate_lines, log_lines, next_candidate, strip_prefix
 
 # -- Edge TPU compiler ---------------------------------------------------------------------
 _ETPU_HEADER_RE = lazy(r"^\s*Operator\s+Count\s+Status\s*$")
@@ -30,6 +30,7 @@ def parse_edgetpu(text: str) -> List[Entry]:
     stripped: Dict[int, str] = {}
     pending_total: Optional[Entry] = None
     i, n = 0, len(raw_lines)
+    cands = candidate_lines(text, ("will run on CPU", "Status"))
 
     def at(k: int) -> str:
         # only the lines looked at are stripped (the others of a large log never are)
@@ -39,6 +40,9 @@ def parse_edgetpu(text: str) -> List[Entry]:
         return got
 
     while i < n:
+        i = next_candidate(cands, i)
+        if i < 0:
+            break
         raw = raw_lines[i]
         if "will run on CPU" not in raw and "Status" not in raw:
             i += 1

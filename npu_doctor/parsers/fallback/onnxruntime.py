@@ -6,7 +6,7 @@ from typing import Dict, List, Tuple
 
 from ...lazyregex import lazy
 from ...registry import parser
-from .common import Entry, _entry, log_lines, strip_prefix
+from .common import Entry, _entry, candidate_lines, log_lines, next_candidate, strip_prefix
 
 # -- ONNX Runtime --------------------------------------------------------------------------
 _ORT_MARK = "VerifyEachNodeIsAssignedToAnEp]"
@@ -65,7 +65,8 @@ def parse_onnxruntime(text: str) -> List[Entry]:
     provider (a plain CPU session places everything on the CPU by design). Identical
     placement dumps (the same session created twice) count once.
     """
-    if not _ort_any(text):
+    cands = candidate_lines(text, _ORT_ANY)
+    if not cands:
         return []
     lines = log_lines(text)
     placements: List[Entry] = []
@@ -75,6 +76,9 @@ def parse_onnxruntime(text: str) -> List[Entry]:
     i = 0
     n = len(lines)
     while i < n:
+        i = next_candidate(cands, i)
+        if i < 0:
+            break
         raw = lines[i]
         line_no = i + 1
         if not _ort_any(raw):
@@ -240,7 +244,9 @@ def parse_vitisai(text: str) -> List[Entry]:
     out: List[Entry] = []
     if "Vitis AI EP" not in text:
         return out
-    for i, raw in enumerate(log_lines(text)):
+    lines = log_lines(text)
+    for i in candidate_lines(text, ("No. of Operators",)):
+        raw = lines[i]
         if "No. of Operators" not in raw:
             continue
         m = _VITIS_RE.search(raw)

@@ -16,7 +16,7 @@ from typing import Any, List, Optional
 
 from ...lazyregex import lazy
 from ...registry import parser
-from .common import Entry, _entry, log_lines, strip_prefix
+from .common import Entry, _entry, candidate_lines, log_lines, next_candidate, strip_prefix
 
 # -- RKNN ----------------------------------------------------------------------------------
 _RKNN_WILL_FALLBACK_RE = lazy(r"\b(?P<op>[A-Z][A-Za-z0-9_]*) will fallback to CPU\b(?P<why>.*)$")
@@ -56,7 +56,8 @@ def parse_rknn(text: str) -> List[Entry]:
     NPU<->CPU copies of every model and are not fallback.
     """
     out: List[Entry] = []
-    if not _rknn_any(text):
+    cands = candidate_lines(text, _RKNN_ANY)
+    if not cands:
         return out
     lines = log_lines(text)
     seen = set()
@@ -69,7 +70,14 @@ def parse_rknn(text: str) -> List[Entry]:
         out.append(_entry("rknn", "op", op, 1, "CPU", line_no, 0, raw, node=name, **extra))
 
     in_table = False
-    for i, raw in enumerate(lines):
+    i, n = -1, len(lines)
+    while True:
+        i += 1
+        if not in_table:  # a table's rows hold no needle: read them all
+            i = next_candidate(cands, i)
+        if not 0 <= i < n:
+            break
+        raw = lines[i]
         line_no = i + 1
         if not in_table and not _rknn_any(raw):
             continue

@@ -26,7 +26,7 @@ from typing import List, Optional
 
 from ...lazyregex import lazy
 from ...registry import parser
-from .common import Entry, _entry, log_lines, strip_prefix
+from .common import Entry, _entry, candidate_lines, log_lines, next_candidate, strip_prefix
 
 _OLD_RE = lazy(r"\b(?:Default DLA is enabled but )?layer (?P<name>.+?) is not supported on DLA, "
                r"falling back to GPU")
@@ -47,7 +47,8 @@ def parse_tensorrt_dla(text: str) -> List[Entry]:
     """Layers TensorRT placed on the GPU instead of the DLA, one "op" entry per layer (op = the
     layer type when the log states it, node = the layer name); the engine summary replaces the
     per-layer warnings when it lists any GPU layer of a DLA engine."""
-    if not _any(text):
+    cands = candidate_lines(text, _ANY)
+    if not cands:
         return []
     lines = log_lines(text)
     warned: List[Entry] = []
@@ -56,7 +57,14 @@ def parse_tensorrt_dla(text: str) -> List[Entry]:
     section: Optional[str] = None
     section_line = 0
     dla_layers = 0
-    for i, raw in enumerate(lines):
+    i, n = -1, len(lines)
+    while True:
+        i += 1
+        if section != "GPU":  # in the GPU section every line counts (a plain one ends it)
+            i = next_candidate(cands, i)
+        if not 0 <= i < n:
+            break
+        raw = lines[i]
         if not _any(raw):
             if section == "GPU" and not raw.strip():
                 continue

@@ -52,7 +52,7 @@ from typing import List, Optional, Tuple
 
 from ...lazyregex import lazy
 from ...registry import parser
-from .common import Entry, _entry, log_lines, strip_prefix
+from .common import Entry, _entry, candidate_lines, log_lines, next_candidate, strip_prefix
 from .tflite_ops import builtin_name
 
 _GPU_HEADER_RE = lazy(r"\b(?:Following|Next) operations are not supported by GPU delegate:\s*$")
@@ -125,7 +125,8 @@ def parse_tflite(text: str) -> List[Entry]:
     execution plan`: the last statement's graph (M nodes) runs on the CPU, replacing its total.
     """
     out: List[Entry] = []
-    if not _any(text):
+    cands = candidate_lines(text, _ANY)
+    if not cands:
         return out
     lines = log_lines(text)
     seen_ops = set()
@@ -136,6 +137,9 @@ def parse_tflite(text: str) -> List[Entry]:
     plan: Optional[Tuple[Optional[Entry], int]] = None
     i, n = 0, len(lines)
     while i < n:
+        i = next_candidate(cands, i)
+        if i < 0:
+            break
         raw = lines[i]
         if not _any(raw):
             i += 1

@@ -6,7 +6,7 @@ from typing import List
 
 from ...lazyregex import lazy
 from ...registry import parser
-from .common import Entry, _entry, log_lines, strip_prefix
+from .common import Entry, _entry, candidate_lines, log_lines, next_candidate, strip_prefix
 
 # -- torch_npu -----------------------------------------------------------------------------
 _TORCH_FALLBACK_RE = lazy(
@@ -28,7 +28,8 @@ def parse_torch_npu(text: str) -> List[Entry]:
         return out
     lines = log_lines(text)
     seen = set()
-    for i, raw in enumerate(lines):
+    for i in candidate_lines(text, ("The operator '",)):
+        raw = lines[i]
         if not _TORCH_START_RE.search(raw):
             continue
         parts = [strip_prefix(raw)]
