@@ -7,7 +7,7 @@ from typing import List, Optional
 
 from ...lazyregex import lazy
 from ...registry import parser
-from .common import Entry, _entry, candidate_lines, log_lines, next_candidate, strip_prefix
+from .common import Entry, _entry, candidate_lines, log_lines, strip_prefix
 
 # -- Ascend AICPU --------------------------------------------------------------------------
 _AICPU_KERNEL_RE = lazy(r"kernel \[(?P<op>[\w.:\-]+)\][^\n]*?running on AiCpu", re.IGNORECASE)

@@ -6,7 +6,7 @@ from typing import List
 
 from ...lazyregex import lazy
 from ...registry import parser
-from .common import Entry, _entry, candidate_lines, log_lines, next_candidate, strip_prefix
+from .common import Entry, _entry, candidate_lines, log_lines, strip_prefix
 
 # -- torch_npu -----------------------------------------------------------------------------
 _TORCH_FALLBACK_RE = lazy(
