@@ -24,7 +24,7 @@ import os
 import threading
 import weakref
 from itertools import chain
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import AbstractSet, Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from ..catalog.logtext import literal_needles
 from ..catalog.needles import LineFilter, LineNeedles
@@ -180,7 +180,7 @@ class _Windowed:
         self.own_lines = 0
 
     def feed(self, lines: List[str], text: Optional[str] = None,
-             present: Optional[Set[str]] = None) -> None:
+             present: Optional[AbstractSet[str]] = None) -> None:
         """Consecutive lines, and their "\n"-joined text when the caller has it; `present`:
         the PARSER_NEEDLES the lower-cased lines hold (logscan's shared needle scan)."""
         while lines:
