@@ -141,12 +141,22 @@ class LogClassifier:
             todo = sorted(set(hits) | set(changed))
         else:
             todo = sorted(hits)
+        plans, plan_of = self.index.plans, self.index.plan
+        nothing = not self.index.always
         for i in todo:
             if hold and i == last:
                 continue
-            line = changed.get(i)
+            line = changed.get(i) if changed else None
             if line is None:
-                self._line(no + i, lines[i], hits.get(i, ()))
+                got = hits.get(i, ())
+                if nothing:
+                    # most lines that hold a needle hold no pattern's every needle set: one
+                    # plan lookup settles them (the plans are cached per needle tuple)
+                    key = tuple(got)
+                    plan = plans.get(key) or plan_of(key)
+                    if not plan[0] and not plan[1]:
+                        continue
+                self._line(no + i, lines[i], got)
             else:
                 self._line(no + i, line, None)
         if hold:
