@@ -7,6 +7,11 @@ RKNN runtime-log parser (collectors.rknn_runtime). Here each log is read once pe
 chunks (host.logstream: any size, compressed logs too), and every line goes to every
 consumer; the first probe that asks runs the pass and the others wait for its result.
 
+The needle scan of each chunk (catalog.needles.LineNeedles, one Aho-Corasick pass when
+pyahocorasick is installed) serves the signatures, the catalogs and the whole-text parsers: a
+window is given only to the parsers whose trigger literals it holds
+(parsers.fallback.TRIGGERS, parse_runtime_log's "version").
+
 Memory stays bounded: the signature and catalog matchers stream, and the fallback and RKNN
 parsers (functions of a whole text) see the log in windows of WINDOW_CHARS characters with
 line numbers kept; consecutive windows overlap (_Windowed), so a statement or block that

@@ -106,7 +106,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from ...registry import parser
 from .ascend import parse_ascend_aicpu
-from .common import MAX_LINE, Entry, clean_line, log_lines, strip_prefix  # noqa: F401
+from .common import MAX_LINE, Entry, clean_line, forget, log_lines, strip_prefix  # noqa: F401
 from .edgetpu import parse_edgetpu
 from .onnxruntime import _ORT_ANY, parse_onnxruntime, parse_vitisai
 from .rknn import _RKNN_ANY, parse_rknn
@@ -163,6 +163,7 @@ def parse_fallback_logs(text: str, present: Optional[Iterable[str]] = None) -> L
         if seen is not None and seen.isdisjoint(TRIGGERS[fn]):
             continue
         out.extend(fn(text))
+    forget()
     out.sort(key=lambda e: (e["line_no"], e["runtime"]))
     return out
 

@@ -77,6 +77,13 @@ def log_lines(text: str) -> List[str]:
     return lines
 
 
+def forget() -> None:
+    """Drop the last window's lines and candidates (log_lines, candidate_lines): a daemon
+    does not keep a 2 MiB log window between checks."""
+    global _last, _last_escaped
+    _last, _last_escaped = (None, []), (None, [])
+
+
 def lines_with(text: str, needles: Sequence[str]) -> List[int]:
     """0-based indices, ascending, of the "\n"-separated lines of text that hold one of
     needles (needles hold no "\n"). One str.find walk per needle over the whole text: a log
