@@ -37,7 +37,8 @@ hexagon_delegate.cc, #45902; `... out of 67 nodes.` before partitions were count
 (lite/delegates/utils/simple_delegate.cc: `%s delegate: ...`, #49247), `CoreML delegate: 30 nodes
 delegated out of 31 nodes, with 2 partitions.` (lite/delegates/coreml/coreml_delegate.mm): the
 nodes left out stay on the CPU. When applying a delegate fails after that, the interpreter prints
-`Restored original execution plan after delegate application failure.` (lite/core/subgraph.cc):
+`Restored original execution plan after delegate application failure.` (lite/core/subgraph.cc;
+TFLite 2.0-2.3: `Restored previous execution plan ...`, #43793):
 every node of the graph runs on the CPU, the graph size being the M of the last summary.
 
 Interpreter (lite/core/subgraph.cc ReplaceNodeSubsetsWithDelegateKernels, TF 2.13+): `Replacing
@@ -78,11 +79,12 @@ _REPLACING_RE = lazy(r"\bReplacing (?P<n>\d+) out of (?P<m>\d+) node\(s\) with d
 _OPCODE_RE = lazy(r"\b(?:op code #)?(?P<code>\d{1,3}) cannot be handled by this delegate")
 _DELEGATED_RE = lazy(r"\b(?P<delegate>[A-Za-z][\w\-]*) delegate: (?P<n>\d+) nodes delegated out of "
                      r"(?P<m>\d+) nodes\b")
-_RESTORED_RE = lazy(r"Restored original execution plan after delegate application failure")
+_RESTORED_RE = lazy(r"Restored (?:original|previous) execution plan after delegate application failure")
 #: any line this parser acts on contains one of these (a cheap first test)
 _ANY = ("supported by GPU delegate", "will run on the GPU", "refused by NNAPI delegate",
         "not supported by armnn", "node(s) with delegate (", "cannot be handled by this delegate",
-        "nodes delegated out of", "Restored original execution plan")
+        "nodes delegated out of", "Restored original execution plan",
+        "Restored previous execution plan")
 _MAX_BLOCK = 200
 
 
