@@ -82,3 +82,22 @@ def test_restored_previous_plan_is_the_whole_graph_on_the_cpu():
     assert (got["count"], got["lines"]) == (None, [7])
     entries = parse_tflite("Restored previous execution plan after delegate application failure.")
     assert [(e["kind"], e["count"]) for e in entries] == [("total", None)]
+
+
+def test_benchmark_delegate_not_executed_is_the_whole_graph_on_the_cpu():
+    got = agg_of(case_log("g312"))                      # tensorflow/tensorflow#56301
+    assert (got["count"], got["lines"]) == (None, [14])
+    # QNN external delegate took 0 of 31 nodes, then the statement: 31 nodes, counted once
+    text = ("INFO: TfLiteQnnDelegate delegate: 0 nodes delegated out of 31 nodes with 0 partitions.\n"
+            "\n"
+            "INFO: Though EXTERNAL delegate is explicitly applied, the model graph will not be "
+            "executed by the delegate.\n")
+    assert agg_of(text)["count"] == 31
+    # two delegates one after another: the GPU took everything, NNAPI nothing -- no fallback
+    text = ("VERBOSE: Replacing 49 out of 49 node(s) with delegate (TfLiteGpuDelegateV2) node, "
+            "yielding 1 partitions for subgraph 0.\n"
+            "INFO: Explicitly applied GPU delegate, and the model graph will be completely executed "
+            "by the delegate.\n"
+            "INFO: Though NNAPI delegate is explicitly applied, the model graph will not be executed "
+            "by the delegate.\n")
+    assert parse_tflite(text) == []
