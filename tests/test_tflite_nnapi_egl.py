@@ -101,3 +101,13 @@ def test_benchmark_delegate_not_executed_is_the_whole_graph_on_the_cpu():
             "INFO: Though NNAPI delegate is explicitly applied, the model graph will not be executed "
             "by the delegate.\n")
     assert parse_tflite(text) == []
+
+
+def test_external_delegate_load_failures():
+    assert rules("INFO: Unable to load external delegate from : /data/local/tmp/libvx_delegate.so") \
+        == ["missing-shared-library"]
+    assert rules("ValueError: Failed to load delegate from /usr/lib/libvx_delegate.so") == \
+        ["runtime-init-failed"]
+    # libedgetpu's own entry (catalog edgetpu) speaks for it, once
+    hits = CATALOGS.match_line("ValueError: Failed to load delegate from libedgetpu.so.1", ("runtime",))
+    assert [e.catalog for e, _ in hits] == ["edgetpu"]
