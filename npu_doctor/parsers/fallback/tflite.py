@@ -37,8 +37,14 @@ hexagon_delegate.cc, #45902; `... out of 67 nodes.` before partitions were count
 (lite/delegates/utils/simple_delegate.cc: `%s delegate: ...`, #49247), `CoreML delegate: 30 nodes
 delegated out of 31 nodes, with 2 partitions.` (lite/delegates/coreml/coreml_delegate.mm): the
 nodes left out stay on the CPU. When applying a delegate fails after that, the interpreter prints
-`Restored original execution plan after delegate application failure.` (lite/core/subgraph.cc):
+`Restored original execution plan after delegate application failure.` (lite/core/subgraph.cc;
+TFLite 2.0-2.3: `Restored previous execution plan ...`, #43793):
 every node of the graph runs on the CPU, the graph size being the M of the last summary.
+The benchmark tools say it per delegate (lite/tools/benchmark/benchmark_tflite_model.cc): `Though
+NNAPI delegate is explicitly applied, the model graph will not be executed by the delegate.` -- the
+delegate took nothing, the graph runs on the CPU (#56301), unless a delegate applied before it
+says `Explicitly applied GPU delegate, and the model graph will be completely executed by the
+delegate.` (two delegates applied one after another).
 
 Interpreter (lite/core/subgraph.cc ReplaceNodeSubsetsWithDelegateKernels, TF 2.13+): `Replacing
 60 out of 64 node(s) with delegate (TfLiteNnapiDelegate) node, yielding 3 partitions for the
@@ -78,11 +84,19 @@ _REPLACING_RE = lazy(r"\bReplacing (?P<n>\d+) out of (?P<m>\d+) node\(s\) with d
 _OPCODE_RE = lazy(r"\b(?:op code #)?(?P<code>\d{1,3}) cannot be handled by this delegate")
 _DELEGATED_RE = lazy(r"\b(?P<delegate>[A-Za-z][\w\-]*) delegate: (?P<n>\d+) nodes delegated out of "
                      r"(?P<m>\d+) nodes\b")
-_RESTORED_RE = lazy(r"Restored original execution plan after delegate application failure")
+_RESTORED_RE = lazy(r"Restored (?:original|previous) execution plan after delegate application failure")
+# benchmark_model / the benchmark app (lite/tools/benchmark/benchmark_tflite_model.cc) states what
+# each delegate it applied took
+_NOT_EXECUTED_RE = lazy(r"\bThough (?P<delegate>\w+) delegate is explicitly applied, the model graph "
+                        r"will not be executed by the delegate")
+_COMPLETELY_RE = lazy(r"\bExplicitly applied (?P<delegate>\w+) delegate, and the model graph will be "
+                      r"completely executed by the delegate")
 #: any line this parser acts on contains one of these (a cheap first test)
 _ANY = ("supported by GPU delegate", "will run on the GPU", "refused by NNAPI delegate",
         "not supported by armnn", "node(s) with delegate (", "cannot be handled by this delegate",
-        "nodes delegated out of", "Restored original execution plan")
+        "nodes delegated out of", "Restored original execution plan",
+        "Restored previous execution plan", "delegate is explicitly applied",
+        "completely executed by the delegate")
 _MAX_BLOCK = 200
 
 
@@ -135,6 +149,7 @@ def parse_tflite(text: str) -> List[Entry]:
     summarised = set()
     # the last statement of a graph's size: (its total entry or None, nodes in the graph)
     plan: Optional[Tuple[Optional[Entry], int]] = None
+    whole: Optional[str] = None  # a delegate the benchmark tool says took the whole graph
     i, n = 0, len(lines)
     while i < n:
         i = next_candidate(cands, i)
@@ -227,6 +242,27 @@ def parse_tflite(text: str) -> List[Entry]:
                     replacing.append(e)
                 if plan is None or plan[0] is None or plan[0] not in out:
                     plan = (e, int(m.group("m")))
+            i += 1
+            continue
+        m = _COMPLETELY_RE.search(body)
+        if m:
+            if m.group("delegate").upper() != "XNNPACK":
+                whole = m.group("delegate")
+            i += 1
+            continue
+        m = _NOT_EXECUTED_RE.search(body)
+        if m:
+            # the delegate took nothing: the graph runs on the CPU, unless another (accelerator)
+            # delegate applied before it took the whole graph (--use_gpu --use_nnapi)
+            if m.group("delegate").upper() != "XNNPACK" and whole is None:
+                nodes = None
+                if plan is not None:
+                    gone, nodes = plan
+                    out = [e for e in out if e is not gone]
+                    replacing = [e for e in replacing if e is not gone]
+                out.append(_entry("tflite", "total", None, nodes, "CPU", i + 1, i + 1, body,
+                                  delegate=m.group("delegate")))
+                plan = None
             i += 1
             continue
         if _RESTORED_RE.search(body):
