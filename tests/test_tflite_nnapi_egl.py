@@ -111,3 +111,34 @@ def test_external_delegate_load_failures():
     # libedgetpu's own entry (catalog edgetpu) speaks for it, once
     hits = CATALOGS.match_line("ValueError: Failed to load delegate from libedgetpu.so.1", ("runtime",))
     assert [e.catalog for e, _ in hits] == ["edgetpu"]
+
+
+def test_no_opencl_is_cleared_when_the_opengl_backend_starts():
+    """'Can not open OpenCL library on this device' is the GPU delegate's own verdict (the
+    generic loader signature and the bionic entry leave it to the tflite catalog): a missing
+    library while the OpenGL ES backend does not start (tensorflow#60720), nothing once it
+    does (Jetson: L4T has no OpenCL, terryky/tflite_gles_app#10)."""
+    from npu_doctor import registry
+    from npu_doctor.probes import load_signatures
+
+    registry.load_all()
+    sig = next(s for s in load_signatures() if s.id == "shared-library-not-found")
+    opencl = "ERROR: Can not open OpenCL library on this device - libOpenCL.so: cannot open shared object file: No such file or directory"
+    assert not sig.regex.search(opencl)
+    assert sig.regex.search("python3: error while loading shared libraries: librknnrt.so: cannot open shared object file: No such file or directory").group("library") == "librknnrt.so"
+    assert rules('dlopen failed: library "librknnrt.so" not found') == ["missing-shared-library"]
+    android = ('Internal error: Failed to apply delegate: Can not open OpenCL library on this device - '
+               'dlopen failed: library "libOpenCL.so" not found Falling back to OpenGL')
+    for line in (opencl, android, "Can not open OpenCL library on this device, error code - 126"):
+        got = CATALOGS.match_line(line, ("runtime",))
+        assert [(e.key, e.rule) for e, _ in got] == [("gpu-opencl-unavailable", "missing-shared-library")], line
+    (_entry, groups), = CATALOGS.match_line(android, ("runtime",))
+    assert groups["error"] == 'dlopen failed: library "libOpenCL.so" not found'
+
+    def raised(text):
+        evs = CATALOGS.match_text(text, "app.log", ("runtime",), "runtime")
+        return [(ev["entry"], ev.get("rule")) for ev in evs if ev.get("rule")]
+
+    assert raised(opencl + "\nERROR: Falling back to OpenGL\n") == [("gpu-opencl-unavailable", "missing-shared-library")]
+    assert raised(opencl + "\nERROR: Falling back to OpenGL\nINFO: Initialized OpenGL-based API.\n"
+                  "INFO: Created 1 GPU delegate kernels.\n") == []
