@@ -107,6 +107,33 @@ def test_vendor_entry_hides_the_generic_class_on_the_same_line():
     assert [e.catalog for e, _ in hits] == ["coral-gasket"]
 
 
+def test_bus_line_about_a_device_counts_when_an_accelerator_driver_names_that_device():
+    # the PCI core prints the link-bandwidth line as "pci <bdf>" before a driver binds; the
+    # hailo line after it (same device) says whose it is; a NIC's line stays silent
+    bw = ("pci 0000:{}: 2.000 Gb/s available PCIe bandwidth, limited by 2.5 GT/s PCIe x1 link at "
+          "0000:00:00.0 (capable of 31.504 Gb/s with 8.0 GT/s PCIe x4 link)")
+    alone = CATALOGS.match_text(bw.format("01:00.0"), "dmesg", ("kernel",), "kernel")
+    assert not alone
+    log = "\n".join([bw.format("01:00.0"), bw.format("02:00.0"),
+                      "hailo 0000:01:00.0: Probing: Device enabled"])
+    evs = CATALOGS.match_text(log, "dmesg", ("kernel",), "kernel")
+    link = [e for e in evs if e.get("rule") == "pcie-link-degraded"]
+    assert len(link) == 1 and link[0]["module"] == "hailo" and link[0]["device"] == "0000:01:00.0"
+    assert link[0]["vendor"] == "hailo" and link[0]["line_no"] == 1
+    assert [e["line_no"] for e in evs] == sorted(e["line_no"] for e in evs)
+    # the old PM-core wording names no driver: the accelerator line before it does
+    pm = "nvidia 0000:01:00.0: enabling device (0000 -> 0003)\nPM: Device 0000:01:00.0 failed to resume async: error -5"
+    got = [e for e in CATALOGS.match_text(pm, "dmesg", ("kernel",), "kernel") if e.get("rule")]
+    assert [(e["entry"], e["rule"], e["module"]) for e in got] == [("pm-device-resume-failed-old", "device-unresponsive", "nvidia")]
+
+
+def test_pm_core_failure_lines_are_not_probe_failures():
+    for line, rule in (("amdxdna 0000:66:00.1: PM: failed to suspend async: error -19", "power-transition-failed"),
+                       ("nvidia 0000:05:00.0: PM: failed to quiesce async: error -5", "power-transition-failed"),
+                       ("hailo 0000:01:00.0: PM: failed to resume async: error -110", "device-unresponsive")):
+        assert [e.rule for e, _ in CATALOGS.match_line(line, ("kernel",)) if e.rule] == [rule]
+
+
 def test_benign_pattern_entry_hides_its_catalogs_code_lookup_on_the_line():
     # intel/linux-npu-driver#149: UNINITIALIZED from a graph append after init is not an init failure
     run = "L0 pfnAppendGraphExecute result: ZE_RESULT_ERROR_UNINITIALIZED, code 0x78000001 - driver is not initialized . "
@@ -139,6 +166,8 @@ BAD = {
            '[[entry]]\nkey = "a"\npattern = "b"\nmeaning = "m"\nbenign = true\n',
     "wrong-type": '[catalog]\nid = "x"\nsource = "https://x"\n[[entry]]\nkey = "a"\npattern = "a"\nmeaning = 5\nbenign = true\n',
     "no-table": '[[entry]]\nkey = "a"\n',
+    "by-device-not-generic": '[catalog]\nid = "x"\nsource = "https://x"\n[[entry]]\nkey = "a"\npattern = "(?P<device>abcd)"\nmeaning = "m"\nbenign = true\nby_device = true\n',
+    "by-device-no-device-group": '[catalog]\nid = "x"\nsource = "https://x"\ngeneric = true\n[[entry]]\nkey = "a"\npattern = "abcd"\nmeaning = "m"\nbenign = true\nby_device = true\n',
 }
 
 

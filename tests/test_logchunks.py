@@ -34,20 +34,39 @@ def line_path(lines, source="x", scopes=SCOPES, log_scope="runtime") -> List[Dic
     events: List[Dict[str, Any]] = []
     by_key: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
     per_entry: Dict[Tuple[str, str], int] = {}
+    pending: Dict[str, List[Any]] = {}  # `by_device` lines: device -> (entry, groups, n, raw, msg)
+
+    def add(entry, groups, n, raw, msg) -> None:
+        k = (entry.catalog, entry.key, msg)
+        if k in by_key:
+            by_key[k]["count"] += 1
+            return
+        ek = (entry.catalog, entry.key)
+        if per_entry.get(ek, 0) >= MAX_EVENTS_PER_ENTRY:
+            return
+        per_entry[ek] = per_entry.get(ek, 0) + 1
+        by_key[k] = CATS._event(entry, groups, source, n, raw, log_scope)
+        events.append(by_key[k])
+
     for n, raw in enumerate(iter_lines(lines), 1):
         raw = raw[:MAX_SCAN_LINE]
         msg = strip_prefix(raw)
         for entry, groups in CATS.match_line(msg, scopes):
-            k = (entry.catalog, entry.key, msg)
-            if k in by_key:
-                by_key[k]["count"] += 1
-                continue
-            ek = (entry.catalog, entry.key)
-            if per_entry.get(ek, 0) >= MAX_EVENTS_PER_ENTRY:
-                continue
-            per_entry[ek] = per_entry.get(ek, 0) + 1
-            by_key[k] = CATS._event(entry, groups, source, n, raw, log_scope)
-            events.append(by_key[k])
+            device = CATS.pending_device(entry, groups)
+            if device is None:
+                add(entry, groups, n, raw, msg)
+            elif len(pending.setdefault(device, [])) < MAX_EVENTS_PER_ENTRY:
+                pending[device].append((entry, groups, n, raw, msg))
+    # a bus line about a device counts when an accelerator driver's line names that device
+    owner: Dict[str, str] = {}
+    for ev in list(events):
+        name = ev.get("driver") if ev.get("driver") in CATS.drivers else ev.get("module")
+        if name in CATS.drivers and ev.get("device"):
+            owner.setdefault(ev["device"], name)
+    for device, held in pending.items():
+        for entry, groups, n, raw, msg in held if device in owner else ():
+            add(entry, dict(groups, module=owner[device]), n, raw, msg)
+    events.sort(key=lambda ev: ev["line_no"])
     apply_cleared(events, CATS._cleared)
     group_by_subject(events)
     for ev in events:

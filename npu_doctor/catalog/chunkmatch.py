@@ -106,6 +106,8 @@ class LogClassifier:
         self.events: List[Dict[str, Any]] = []
         self._by_key: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
         self._per_entry: Dict[Tuple[str, str], int] = {}
+        #: `by_device` lines not (yet) known to be about an accelerator: device -> hits
+        self._pending: Dict[str, List[Tuple[Any, Dict[str, str], int, str, str]]] = {}
 
     def feed(self, lines: List[str], text: Optional[str] = None,
              hits: Optional[Dict[int, List[str]]] = None) -> None:
@@ -212,24 +214,59 @@ class LogClassifier:
             raw = raw[:MAX_SCAN_LINE]
         msg = strip_prefix(raw)
         for entry, groups in self.cs._match(msg, self._scope_set, cands):
-            k = (entry.catalog, entry.key, msg)
-            ev = self._by_key.get(k)
-            if ev is not None:
-                ev["count"] += 1
+            device = self.cs.pending_device(entry, groups)
+            if device is not None:
+                held = self._pending.setdefault(device, [])
+                if len(held) < MAX_EVENTS_PER_ENTRY:
+                    held.append((entry, groups, n, raw, msg))
                 continue
-            ek = (entry.catalog, entry.key)
-            if self._per_entry.get(ek, 0) >= MAX_EVENTS_PER_ENTRY:
+            self._add(entry, groups, n, raw, msg)
+
+    def _add(self, entry: Any, groups: Dict[str, str], n: int, raw: str, msg: str) -> None:
+        """One match: a new event, or one more count of the same message."""
+        k = (entry.catalog, entry.key, msg)
+        ev = self._by_key.get(k)
+        if ev is not None:
+            ev["count"] += 1
+            return
+        ek = (entry.catalog, entry.key)
+        if self._per_entry.get(ek, 0) >= MAX_EVENTS_PER_ENTRY:
+            return
+        self._per_entry[ek] = self._per_entry.get(ek, 0) + 1
+        ev = self.cs._event(entry, groups, self.source, n, raw, self.log_scope)
+        self._by_key[k] = ev
+        self.events.append(ev)
+
+    def _resolve_pending(self) -> None:
+        """The `by_device` lines whose device an accelerator driver's line names: events, with
+        that driver as their module (the others speak of devices that are no accelerator)."""
+        if not self._pending:
+            return
+        drivers = self.cs.drivers
+        owner: Dict[str, str] = {}
+        for ev in self.events:
+            name = ev.get("driver") if ev.get("driver") in drivers else ev.get("module")
+            dev = ev.get("device")
+            if name in drivers and dev and dev not in owner:
+                owner[dev] = name
+        added = False
+        for device, held in self._pending.items():
+            name = owner.get(device)
+            if name is None:
                 continue
-            self._per_entry[ek] = self._per_entry.get(ek, 0) + 1
-            ev = self.cs._event(entry, groups, self.source, n, raw, self.log_scope)
-            self._by_key[k] = ev
-            self.events.append(ev)
+            for entry, groups, n, raw, msg in held:
+                self._add(entry, dict(groups, module=name), n, raw, msg)
+                added = True
+        self._pending = {}
+        if added:
+            self.events.sort(key=lambda ev: ev["line_no"])
 
     def finish(self) -> List[Dict[str, Any]]:
         """The events, counted, cleared and grouped as match_lines returns them."""
         if self.tail is not None:
             tail, self.tail = self.tail, None
             self._line(self.no - 1, tail, None)
+        self._resolve_pending()
         events = self.events
         apply_cleared(events, self.cs._cleared)
         group_by_subject(events)

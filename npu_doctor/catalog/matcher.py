@@ -111,6 +111,13 @@ class CatalogSet:
     def _accelerator_driver(self, groups: Dict[str, str]) -> bool:
         return any(groups.get(k) in self.drivers for k in ("driver", "module"))
 
+    def pending_device(self, entry: Entry, groups: Dict[str, str]) -> Optional[str]:
+        """The device (full PCI address) a `by_device` line waits for: the line counts once an
+        accelerator driver's line of the same log names that device. None: not such a line."""
+        if not entry.by_device or self._accelerator_driver(groups):
+            return None
+        return full_bdf(groups.get("device", ""))
+
     def entries(self) -> List[Entry]:
         return [e for c in self.catalogs for e in c.entries]
 
@@ -150,7 +157,7 @@ class CatalogSet:
                     continue
             if entry.scope not in scopes and entry.scope != "any":
                 continue
-            if entry.generic and not self._accelerator_driver(groups):
+            if entry.generic and not self._accelerator_driver(groups) and not entry.by_device:
                 continue  # a vendor-neutral class speaks only of accelerator drivers
             if any(h[0] is entry or (h[0].catalog == entry.catalog and h[0].rule and entry.rule)
                    for h in hits):
@@ -186,7 +193,7 @@ class CatalogSet:
                     got = cat.by_mnemonic(groups["mnemonic"])
                 if got is not entry:
                     continue
-            if entry.generic and not self._accelerator_driver(groups):
+            if entry.generic and not self._accelerator_driver(groups) and not entry.by_device:
                 continue
             return groups
         return None

@@ -19,7 +19,7 @@ CATALOG_KEYS = {"id", "title", "vendor", "scope", "source", "generic", "code_pat
                 "code_aliases", "description", "drivers", "consequence_of", "mnemonic_prefix"}
 ENTRY_KEYS = {"code", "mnemonic", "meaning", "rule", "benign", "severity", "pattern", "flags",
               "facts", "fix", "example", "source", "message", "subject", "accelerator",
-              "cleared_by", "scope", "key", "vendor", "consequence_of"}
+              "cleared_by", "scope", "key", "vendor", "consequence_of", "by_device"}
 FIX_KINDS = ("now", "persist", "doc")
 #: Event fields a named group may not overwrite.
 RESERVED = {"signature", "scope", "source", "line_no", "line", "count", "catalog", "entry",
@@ -62,6 +62,10 @@ class Entry:
     #: rule ids whose finding (same vendor, same device, from any log) is this line's cause:
     #: with one present the line is evidence of that finding, not a finding of its own
     consequence_of: List[str] = field(default_factory=list)
+    #: (generic catalogs) the line is the bus's about a device (`pci 0000:01:00.0: ...`, a PCIe
+    #: port naming the device that sent an error): it speaks of an accelerator when another line
+    #: of the same log names that device with an accelerator driver (catalog.chunkmatch)
+    by_device: bool = False
 
     def describe(self) -> Dict[str, Any]:
         """The entry as `explain --format json` prints it."""
@@ -183,6 +187,12 @@ def _load_entry(raw: Any, cat: Catalog, n: int, path: str) -> Entry:
         raise ConfigError(f"{where}: cleared_by must be a list of entry keys")
     if not isinstance(raw.get("accelerator", False), bool):
         raise ConfigError(f"{where}: accelerator must be true or false")
+    by_device = raw.get("by_device", False)
+    if not isinstance(by_device, bool):
+        raise ConfigError(f"{where}: by_device must be true or false")
+    if by_device and (not cat.generic or pattern is None
+                      or "device" not in group_names(pattern.pattern, pattern.flags)):
+        raise ConfigError(f"{where}: by_device needs a generic catalog and a pattern with a (?P<device>) group")
     if "consequence_of" in raw:
         consequence = _rule_ids(raw["consequence_of"], f"{where}: consequence_of")
         if consequence and benign:
@@ -192,7 +202,7 @@ def _load_entry(raw: Any, cat: Catalog, n: int, path: str) -> Entry:
     return Entry(cat.id, key, code, mnemonic, raw["meaning"], rule or None, benign, sev, scope,
                  pattern, dict(facts), dict(fix), examples, source, raw.get("message", ""),
                  raw.get("subject", ""), bool(raw.get("accelerator", False)),
-                 raw.get("vendor") or cat.vendor, list(cleared), cat.generic, consequence)
+                 raw.get("vendor") or cat.vendor, list(cleared), cat.generic, consequence, by_device)
 
 
 def _rule_ids(value: Any, where: str) -> List[str]:

@@ -41,7 +41,7 @@ AREAS: List[Tuple[str, str, Tuple[str, ...]]] = [
      ("thermal-throttling", "thermal-headroom-low", "sensor-unavailable", "sensor-reading-invalid")),
     ("NPUPowerProblem", "runtime PM, clocks and PCIe link",
      ("runtime-autosuspend", "governor-not-performance", "pcie-link-degraded", "gpu-persistence-mode-off",
-      "power-throttling")),
+      "power-throttling", "power-transition-failed")),
     ("NPUCPUFallback", "models running on the CPU",
      ("cpu-fallback-logged", "silent-cpu-fallback-suspected", "runtime-log-hidden", "inference-on-cpu",
       "accelerator-counter-idle", "first-inference-slow", "accelerator-slower-than-cpu")),
@@ -112,7 +112,8 @@ def go_pattern(regex: "re.Pattern[str]") -> str:
 def _kernel_sources(signatures: Sequence[Any], catalogs: Sequence[Any]):
     """(where, reason id, regex, rule id or None, permanent ok) of every kernel-log problem
     pattern: the `[[signature]]` tables with scope kernel, and the catalog entries that raise
-    a rule and can be kernel lines. A generic class (keyed by the driver named in the line)
+    a rule and can be kernel lines (not the `by_device` ones: a line at a time cannot tell
+    whose device a bus line names). A generic class (keyed by the driver named in the line)
     gets its driver group narrowed to the accelerator drivers; a code entry (Xid 79) gets its
     catalog's code pattern with the code written in. An entry a later line can clear (a
     firmware name tried before the one that loads) never sets the permanent condition."""
@@ -132,6 +133,8 @@ def _kernel_sources(signatures: Sequence[Any], catalogs: Sequence[Any]):
             where, ident = f"{cat.file}: entry {e.key}", f"{cat.id}-{e.key}"
             if e.pattern is not None:
                 text = e.pattern.pattern
+                if getattr(e, "by_device", False):
+                    continue  # the bus's line about a device: only the whole log tells whose it is
                 if cat.generic:
                     text = _re.sub(r"\(\?P<(module|driver)>[^()]*\)", lambda m: f"(?P<{m.group(1)}>{narrow})",
                                    text, count=1)
