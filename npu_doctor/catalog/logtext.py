@@ -139,7 +139,7 @@ def literal_needles(pattern: str, flags: int = 0) -> Optional[List[str]]:
     between runs (npu_doctor.regexmemo)."""
     from ..regexmemo import remembered
 
-    return remembered("needles", pattern, flags, lambda: _literal_needles(pattern, flags))
+    return remembered("needles-v2", pattern, flags, lambda: _literal_needles(pattern, flags))
 
 
 def _literal_needles(pattern: str, flags: int) -> Optional[List[str]]:
@@ -153,14 +153,39 @@ def _literal_needles(pattern: str, flags: int) -> Optional[List[str]]:
     return sorted({n.lower() for n in got})
 
 
+#: Words of nearly every log line (kernel and runtime messages alike): a needle that is one of
+#: them, or a piece of one ('evice' of `[Dd]evice`), lets most lines through the prefilter, so a
+#: pattern's other literals make the better needle (`zeDeviceGet (hDevice=0x0` is found by
+#: '=0x0', not by 'evice').
+_COMMON_WORDS = ("device", "driver", "error", "failed", "failure", "status", "config", "access",
+                 "alloc", "context", "result", "version", "code", "match", "backend", "cuda",
+                 "torch", "display", "memory", "support", "unable", "could", "cannot", "invalid",
+                 "load", "open", "init", "found", "return", "value", "buffer", "attribute")
+
+
+def _needle_weight(needle: str) -> int:
+    """How well a needle singles out lines: its length, less 3 for a common log word or a
+    piece of one."""
+    core = needle.strip().lower()
+    common = any(core in w or w == core for w in _COMMON_WORDS) if core else True
+    return len(needle) - (3 if common else 0)
+
+
+def _set_score(needles: List[str]) -> Tuple[int, int]:
+    """A needle set is as good as its weakest needle: by weight, then by length."""
+    return min(map(_needle_weight, needles)), min(map(len, needles))
+
+
 def _literal_needles_parsed(seq) -> Optional[List[str]]:
-    """The best needle set of a parsed (sub)pattern: the one with the longest shortest needle."""
+    """The best needle set of a parsed (sub)pattern: the one whose weakest needle singles out
+    lines best (_needle_weight: the longest, common log words counting less)."""
     best: Optional[List[str]] = None
     run = ""
 
     def offer(cand: Optional[List[str]]) -> None:
         nonlocal best
-        if cand and min(map(len, cand)) > (min(map(len, best)) if best else 0):
+        # a needle under 4 characters is no prefilter (literal_needles refuses it)
+        if cand and min(map(len, cand)) >= 4 and (best is None or _set_score(cand) > _set_score(best)):
             best = cand
 
     for op, av in seq:
