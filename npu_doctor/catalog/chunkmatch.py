@@ -251,11 +251,11 @@ class LogClassifier:
                 owner[dev] = name
         added = False
         for device, held in self._pending.items():
-            name = owner.get(device)
-            if name is None:
+            driver = owner.get(device)
+            if driver is None:
                 continue
             for entry, groups, n, raw, msg in held:
-                self._add(entry, dict(groups, module=name), n, raw, msg)
+                self._add(entry, dict(groups, module=driver), n, raw, msg)
                 added = True
         self._pending = {}
         if added:
