@@ -247,7 +247,7 @@ class LogClassifier:
         for ev in self.events:
             name = ev.get("driver") if ev.get("driver") in drivers else ev.get("module")
             dev = ev.get("device")
-            if name in drivers and dev and dev not in owner:
+            if isinstance(name, str) and name in drivers and dev and dev not in owner:
                 owner[dev] = name
         added = False
         for device, held in self._pending.items():
