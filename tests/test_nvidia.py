@@ -356,3 +356,53 @@ def test_snapshot_persistence_mode_off_on_linux_only(tmp_path):
     win = SMI_566.replace("    Persistence Mode                      : Enabled", "    Persistence Mode                      : Disabled")
     rep = check_json(_snapshot(tmp_path / "b", commands=[{"argv": ["nvidia-smi", "-q"], "returncode": 0, "stdout": win}]))
     assert "gpu-persistence-mode-off" not in finding_ids(rep)
+
+
+# -- memory errors and compute mode in `nvidia-smi -q` (R418 and R590 layouts) ------------------------
+SMI_590 = (DATA / "smi-q-590.48.01-h100-idle.txt").read_text()
+_RR = ("        Uncorrectable Error                            : 0\n"
+       "        Pending                                        : No\n")
+
+
+def test_smi_memory_error_fields_all_layouts():
+    old = parse_nvidia_smi_q(SMI_418)["gpus"][0]
+    assert old["retired_pages_pending"] is False and old["ecc_uncorrectable_volatile"] == 0
+    assert "row_remap_pending" not in old
+    new = parse_nvidia_smi_q(SMI_590)["gpus"][0]
+    assert new["row_remap_pending"] is False and new["remapped_rows_uncorrectable"] == 0
+    assert new["ecc_uncorrectable_volatile"] == 0 and "repair_pending" not in new
+    assert "retired_pages_pending" not in new  # Pending Page Blacklist N/A on H100: unknown
+    laptop = parse_nvidia_smi_q(SMI_566)["gpus"][0]
+    assert "ecc_uncorrectable_volatile" not in laptop  # ECC off / N/A: unknown, not 0
+
+
+def test_snapshot_row_remap_pending_and_uncorrectable_ecc(tmp_path):
+    assert _RR in SMI_590
+    text = SMI_590.replace(_RR, _RR.replace(": 0", ": 4").replace(": No", ": Yes")) \
+                  .replace("            DRAM Uncorrectable                         : 0", "            DRAM Uncorrectable                         : 4", 1)
+    g = parse_nvidia_smi_q(text)["gpus"][0]
+    assert g["row_remap_pending"] is True and g["remapped_rows_uncorrectable"] == 4
+    assert g["ecc_uncorrectable_volatile"] == 4
+    rep = check_json(_snapshot(tmp_path, commands=[{"argv": ["nvidia-smi", "-q"], "returncode": 0, "stdout": text}]))
+    msgs = [f["message"] for f in rep["findings"] if f["id"] == "device-unhealthy"]
+    assert len(msgs) == 1 and "Remapped Rows Pending: Yes" in msgs[0]  # the ECC count is its evidence
+
+
+def test_snapshot_uncorrectable_ecc_and_old_page_retirement(tmp_path):
+    text = SMI_418.replace("                CBU                 : 0\n                Total               : 0",
+                           "                CBU                 : 0\n                Total               : 2", 1)
+    rep = check_json(_snapshot(tmp_path, commands=[{"argv": ["nvidia-smi", "-q"], "returncode": 0, "stdout": text}]))
+    msgs = [f["message"] for f in rep["findings"] if f["id"] == "device-unhealthy"]
+    assert any("2 uncorrectable ECC error(s)" in m for m in msgs)
+
+
+def test_snapshot_repair_pending_and_compute_mode_prohibited(tmp_path):
+    text = SMI_590.replace("        Channel Repair Pending                         : No",
+                           "        Channel Repair Pending                         : Yes") \
+                  .replace("    Compute Mode                                       : Default",
+                           "    Compute Mode                                       : Prohibited")
+    rep = check_json(_snapshot(tmp_path, commands=[{"argv": ["nvidia-smi", "-q"], "returncode": 0, "stdout": text}]))
+    ids = finding_ids(rep)
+    assert "device-unhealthy" in ids and "device-busy" in ids
+    quiet = check_json(_snapshot(tmp_path / "q", commands=[{"argv": ["nvidia-smi", "-q"], "returncode": 0, "stdout": SMI_590}]))
+    assert not {"device-unhealthy", "device-busy"} & set(finding_ids(quiet))

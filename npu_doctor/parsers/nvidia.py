@@ -263,13 +263,45 @@ def _gpu_record(bus: str, g: Dict[str, Any], index: int) -> Dict[str, Any]:
     rf = _val(_get(g, "Remapped Rows", "Remapping Failure Occurred"))
     if rf:
         rec["remapping_failure"] = rf.lower() == "yes"
-    rp = _val(_get(g, "Retired Pages", "Pending"))
+    # "Pending Page Blacklist" (R450 on; "Pending" before): pages marked, retired at the next reset
+    rp = _val(_first(g, ("Retired Pages", "Pending Page Blacklist"), ("Retired Pages", "Pending")))
     if rp:
         rec["retired_pages_pending"] = rp.lower() == "yes"
+    # A100 on (row remapping replaces page retirement): rows marked, remapped at the next reset
+    rrp = _val(_get(g, "Remapped Rows", "Pending"))
+    if rrp:
+        rec["row_remap_pending"] = rrp.lower() == "yes"
+    rru = _num(_get(g, "Remapped Rows", "Uncorrectable Error"))
+    if rru is not None:
+        rec["remapped_rows_uncorrectable"] = int(rru)
+    ecc = _ecc_uncorrectable(_get(g, "ECC Errors", "Volatile"))
+    if ecc is not None:
+        rec["ecc_uncorrectable_volatile"] = ecc
+    # Blackwell (R575+): memory channel / TPC repairs that wait for a reset
+    pending = [k for k in ("Channel Repair Pending", "TPC Repair Pending")
+               if (_val(_get(g, "ECC Errors", k)) or "").lower() == "yes"]
+    if pending:
+        rec["repair_pending"] = pending
     ra = _val(g.get("GPU Recovery Action"))
     if ra:
         rec["recovery_action"] = ra
     return rec
+
+
+def _ecc_uncorrectable(volatile: Any) -> Optional[int]:
+    """Uncorrectable ECC errors since the driver loaded, from `ECC Errors / Volatile` in any of
+    nvidia-smi's layouts: R3xx-R440 `Double Bit / Total`; R450+ `SRAM Uncorrectable` and
+    `DRAM Uncorrectable`; R570+ `SRAM Uncorrectable Parity` / `SRAM Uncorrectable SEC-DED`.
+    None when ECC is off or not supported (every counter N/A)."""
+    if not isinstance(volatile, dict):
+        return None
+    dbe = volatile.get("Double Bit")
+    if isinstance(dbe, dict):
+        total = _num(dbe.get("Total"))
+        return None if total is None else int(total)
+    counts = [_num(v) for k, v in volatile.items() if "Uncorrectable" in k and not isinstance(v, dict)]
+    counts = [c for c in counts if c is not None]
+    return int(sum(counts)) if counts else None
 
 
 def _thermal_limit(rec: Dict[str, Any], thermal: Dict[str, Any]) -> None:
@@ -340,7 +372,9 @@ def parse_nvidia_smi_q(text: str) -> Dict[str, Any]:
     max_speed_gts, cur_width, max_width}, persistence_mode ("Enabled"/"Disabled"),
     clocks_event_reasons [active reason names], thermal_throttle_reasons, power_throttle_reasons,
     clocks_event_counters {sw_thermal_s, hw_thermal_s, sw_power_cap_s, hw_power_brake_s,
-    sync_boost_s, thermal_s, power_s} (parsers.nvidia_clocks), reset_required.
+    sync_boost_s, thermal_s, power_s} (parsers.nvidia_clocks), reset_required, remapping_failure,
+    retired_pages_pending, row_remap_pending, remapped_rows_uncorrectable,
+    ecc_uncorrectable_volatile, repair_pending ["Channel Repair Pending", ...], compute_mode.
     Temperatures in °C, power in W. Raises ValueError for text that is not such a report.
     """
     top, gpus = _tree(text)
