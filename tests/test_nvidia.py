@@ -239,9 +239,25 @@ def test_snapshot_thermal_throttling_and_degraded_width(tmp_path):
     rep = check_json(snap)
     ids = finding_ids(rep)
     assert "thermal-throttling" in ids
-    assert "pcie-link-degraded" in ids  # x2 of x16 (width is not power-managed)
+    assert "pcie-link-degraded" in ids  # x2 of x16, idle: information (test below)
     msg = next(f["message"] for f in rep["findings"] if f["id"] == "thermal-throttling")
     assert "SW Thermal Slowdown" in msg and "0004:04:00.0" in msg
+
+
+def test_narrower_link_of_an_idle_gpu_is_information_and_of_a_busy_one_a_warning(tmp_path):
+    # nvidia-smi -q: "The current link generation and width. These may be reduced when the GPU
+    # is not in use" -- the R418 capture is an idle V100 at x2 of x16
+    def link(text, name):
+        d = tmp_path / name
+        d.mkdir()
+        rep = check_json(_snapshot(d, commands=[{"argv": ["nvidia-smi", "-q"], "returncode": 0, "stdout": text}]))
+        return [(f["severity"], f["message"]) for f in rep["findings"] if f["id"] == "pcie-link-degraded"]
+
+    (sev, msg), = link(SMI_418, "idle")
+    assert sev == "info" and "idle" in msg and "x2 of x16" in msg
+    busy = SMI_418.replace("        Gpu                         : 0 %", "        Gpu                         : 87 %")
+    (sev, msg), = link(busy, "busy")
+    assert sev == "warning" and "x2 of x16" in msg and "idle" not in msg
 
 
 def test_snapshot_idle_speed_drop_is_not_degraded(tmp_path):
