@@ -246,3 +246,31 @@ def test_mnemonic_prefix_finds_an_entry_by_its_short_name(tmp_path):
     assert cat.by_mnemonic("ERR_GONE") is cat.by_mnemonic("VND_ERR_GONE") is not None
     assert cat.by_mnemonic("ERR_OTHER") is None
     assert [e.key for e, _ in CATALOGS.lookup("Failed to initialize NVML: ERROR_DRIVER_NOT_LOADED")] == ["9"]
+
+
+@pytest.mark.parametrize("line,code,rule", [
+    # HCCL's plog errNo is 0x05000000 | HcclResult: the low byte is hex (0x0b = 11)
+    ("[ERROR] HCCL(60570,):2025-12-04-14:46:07.911.356 [adapter_hccp.cc:1621] [60570][Get][IfNum]"
+     "errNo[0x000000000500000b] ra get if num fail. ret[128303], num[0]", "11", "runtime-init-failed"),
+    ("[ERROR] HCCL(60570,):2025-12-04-14:46:07.911.325 [hccl_comm.cc:115] [60570][HcclComm][Init]"
+     "errNo[0x0000000005000013] hccl initialize failed", "19", "runtime-init-failed"),
+    ("[ERROR] HCCL(1,python):2022-12-01-03:02:29.001.104 [hccl_comm.cc:100][HcclComm][Init]"
+     "errNo[0x0000000005000009] hccl initialize failed", "9", None),
+])
+def test_hexcode_group_reads_hccl_errno(line, code, rule):
+    hits = [(e, g) for e, g in CATALOGS.match_line(line, ("runtime",)) if e.catalog == "ascend-hccl"]
+    assert [str(e.code) for e, _ in hits] == [code]
+    assert hits[0][0].rule == rule
+
+
+def test_code_pattern_needs_code_hexcode_or_mnemonic_group(tmp_path):
+    p = tmp_path / "x.toml"
+    p.write_text("[catalog]\nid = \"x\"\ntitle = \"x\"\nvendor = \"ascend\"\nscope = \"runtime\"\n"
+                 "source = \"https://example.invalid\"\ncode_patterns = ['errNo 0x(?P<hexcode>[0-9a-f]{2})']\n"
+                 "[[entry]]\ncode = 11\nmnemonic = \"X\"\nmeaning = \"m\"\nbenign = true\n"
+                 "example = [\"errNo 0x0b\"]\n")
+    cat = load_catalog_file(p)
+    assert cat.id == "x"
+    p.write_text(p.read_text().replace("(?P<hexcode>[0-9a-f]{2})", "[0-9a-f]{2}"))
+    with pytest.raises(ConfigError):
+        load_catalog_file(p)

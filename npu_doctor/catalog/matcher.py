@@ -149,8 +149,8 @@ class CatalogSet:
             groups = {k: v for k, v in found.groupdict().items() if v is not None}
             entry = m.entry
             if entry is None:
-                if "code" in groups:
-                    entry = m.catalog.by_code(_norm_code(groups["code"]))
+                if "code" in groups or "hexcode" in groups:
+                    entry = m.catalog.by_code(_group_code(groups))
                 if entry is None and "mnemonic" in groups:
                     entry = m.catalog.by_mnemonic(groups["mnemonic"])
                 if entry is None:
@@ -188,7 +188,8 @@ class CatalogSet:
             groups = {k: v for k, v in found.groupdict().items() if v is not None}
             if entry.pattern is None:
                 cat = next(c for c in self.catalogs if c.id == entry.catalog)
-                got = cat.by_code(_norm_code(groups["code"])) if "code" in groups else None
+                got = cat.by_code(_group_code(groups)) \
+                    if "code" in groups or "hexcode" in groups else None
                 if got is None and "mnemonic" in groups:
                     got = cat.by_mnemonic(groups["mnemonic"])
                 if got is not entry:
@@ -324,6 +325,17 @@ def _norm_code(code: str) -> str:
     if re.match(r"^0x[0-9a-fA-F]+$", c):
         return str(int(c, 16))
     return c
+
+
+def _group_code(groups: Dict[str, str]) -> str:
+    """The code a code pattern found: group `code` (decimal, or hex with 0x), or group
+    `hexcode` (bare hex digits, e.g. the low byte of HCCL's `errNo[0x000000000500000b]`)."""
+    if "code" in groups:
+        return _norm_code(groups["code"])
+    try:
+        return str(int(groups["hexcode"], 16))
+    except ValueError:
+        return groups["hexcode"]
 
 
 def _default_subject(g: Dict[str, str], e: Entry) -> str:

@@ -245,7 +245,7 @@ def load_catalog_file(path: str) -> Catalog:
                   str(head.get("mnemonic_prefix", "")))
     for p in cat.code_patterns:
         names = group_names(p.pattern, p.flags)
-        if "code" not in names and "mnemonic" not in names:
+        if "code" not in names and "hexcode" not in names and "mnemonic" not in names:
             raise ConfigError(f"{path}: catalog {cid}: code pattern {p.pattern!r} has no (?P<code>) or (?P<mnemonic>) group")
     entries = data.get("entry", [])
     if not isinstance(entries, list):
