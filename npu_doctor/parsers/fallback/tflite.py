@@ -54,7 +54,7 @@ counts; a GPU delegate total already stated by the GPU block is not counted twic
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from ...lazyregex import lazy
 from ...registry import parser
@@ -124,6 +124,19 @@ def _family(delegate: str) -> str:
     for w in ("tflite", "delegate", "_", "-", " "):
         low = low.replace(w, "")
     return low
+
+
+def _graph_on_cpu(plan: Optional[Tuple[Optional[Entry], int]], out: List[Entry],
+                  replacing: List[Entry], line_no: int, body: str, **extra: Any) -> None:
+    """The whole graph runs on the CPU (the original plan restored, or a delegate that took
+    nothing): one "total" entry of the graph's last stated size (`plan`), replacing the total
+    that statement made; out and replacing are changed in place."""
+    nodes = None
+    if plan is not None:
+        gone, nodes = plan
+        out[:] = [e for e in out if e is not gone]
+        replacing[:] = [e for e in replacing if e is not gone]
+    out.append(_entry("tflite", "total", None, nodes, "CPU", line_no, line_no, body, **extra))
 
 
 @parser("fallback_tflite")
@@ -255,24 +268,12 @@ def parse_tflite(text: str) -> List[Entry]:
             # the delegate took nothing: the graph runs on the CPU, unless another (accelerator)
             # delegate applied before it took the whole graph (--use_gpu --use_nnapi)
             if m.group("delegate").upper() != "XNNPACK" and whole is None:
-                nodes = None
-                if plan is not None:
-                    gone, nodes = plan
-                    out = [e for e in out if e is not gone]
-                    replacing = [e for e in replacing if e is not gone]
-                out.append(_entry("tflite", "total", None, nodes, "CPU", i + 1, i + 1, body,
-                                  delegate=m.group("delegate")))
+                _graph_on_cpu(plan, out, replacing, i + 1, body, delegate=m.group("delegate"))
                 plan = None
             i += 1
             continue
         if _RESTORED_RE.search(body):
-            nodes = None
-            if plan is not None:
-                gone, nodes = plan
-                out = [e for e in out if e is not gone]
-                replacing = [e for e in replacing if e is not gone]
-            out.append(_entry("tflite", "total", None, nodes, "CPU", i + 1, i + 1, body,
-                              restored=True))
+            _graph_on_cpu(plan, out, replacing, i + 1, body, restored=True)
             plan = None
         i += 1
     for e in replacing:
