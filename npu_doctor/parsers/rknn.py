@@ -32,6 +32,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..lazyregex import lazy
 from ..registry import parser
+from .fallback.common import lines_holding
 
 #: `librknnrt version: 1.6.0 (9a7b5d24c@2023-12-13T17:31:11)` inside a binary (bytes).
 LIB_VERSION_RE = lazy(
@@ -88,17 +89,8 @@ def _version_lines(text: str) -> Iterator[Tuple[int, str]]:
             if "version" in line:
                 yield n, line
         return
-    find, rfind = text.find, text.rfind
-    p, n, pos = find("version"), 1, 0
-    while p >= 0:
-        start = rfind("\n", 0, p) + 1
-        end = find("\n", p)
-        n += text.count("\n", pos, start)
-        pos = start
-        yield n, text[start:] if end < 0 else text[start:end]
-        if end < 0:
-            return
-        p = find("version", end + 1)
+    for i, start, end in lines_holding(text, ("version",)):
+        yield i + 1, text[start:end]
 
 
 @parser("rknn_runtime_log")

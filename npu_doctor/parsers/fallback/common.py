@@ -4,7 +4,7 @@ carriage-return progress, timestamps, `[rankN]:` prefixes)."""
 from __future__ import annotations
 
 import bisect
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ...lazyregex import lazy
 
@@ -47,14 +47,10 @@ def clean_line(line: str) -> str:
 
 
 #: what clean_line removes: a line holding one may hold a needle only once cleaned
-_ESCAPES = ("\x1b", "\r")
+ESCAPES = ("\x1b", "\r")
 #: the last text log_lines cleaned and its lines: parse_fallback_logs hands one log window to
 #: every parser, and each parser asks for its lines
 _last: Tuple[Optional[str], List[str]] = (None, [])
-
-
-#: the last text candidate_lines looked at, and its lines holding an escape or a carriage return
-_last_escaped: Tuple[Optional[str], List[int]] = (None, [])
 
 
 def _normal(text: str) -> str:
@@ -78,16 +74,17 @@ def log_lines(text: str) -> List[str]:
 
 
 def forget() -> None:
-    """Drop the last window's lines and candidates (log_lines, candidate_lines): a daemon
-    does not keep a 2 MiB log window between checks."""
-    global _last, _last_escaped
-    _last, _last_escaped = (None, []), (None, [])
+    """Drop the last window's lines (log_lines): a daemon does not keep a 2 MiB log window
+    between checks."""
+    global _last
+    _last = (None, [])
 
 
-def lines_with(text: str, needles: Sequence[str]) -> List[int]:
-    """0-based indices, ascending, of the "\n"-separated lines of text that hold one of
-    needles (needles hold no "\n"). One str.find walk per needle over the whole text: a log
-    window is searched at memory speed, not line by line in Python."""
+def lines_holding(text: str, needles: Sequence[str]) -> Iterator[Tuple[int, int, int]]:
+    """(0-based index, start, end) of each "\n"-separated line of text that holds one of
+    needles (needles hold no "\n"), ascending; the line is text[start:end]. One str.find walk
+    per needle over the whole text: a log window is searched at memory speed, not line by line
+    in Python."""
     starts = set()
     find, rfind = text.find, text.rfind
     for nd in needles:
@@ -98,14 +95,19 @@ def lines_with(text: str, needles: Sequence[str]) -> List[int]:
             if e < 0:
                 break
             p = find(nd, e + 1)
-    out: List[int] = []
     line = pos = 0
     count = text.count
     for s in sorted(starts):
         line += count("\n", pos, s)
         pos = s
-        out.append(line)
-    return out
+        e = find("\n", s)
+        yield line, s, (len(text) if e < 0 else e)
+
+
+def lines_with(text: str, needles: Sequence[str]) -> List[int]:
+    """0-based indices, ascending, of the lines of text that hold one of needles
+    (lines_holding)."""
+    return [i for i, _s, _e in lines_holding(text, needles)]
 
 
 def candidate_lines(text: str, needles: Sequence[str]) -> List[int]:
@@ -113,15 +115,7 @@ def candidate_lines(text: str, needles: Sequence[str]) -> List[int]:
     cleaned: the raw lines that hold one, and those clean_line changes by more than trailing
     blanks (an ANSI escape or a carriage return inside a needle). A parser's line loop jumps
     from one to the next instead of testing every line."""
-    global _last_escaped
-    norm = _normal(text)
-    got = lines_with(norm, needles)
-    last = _last_escaped
-    if last[0] is not text:
-        last = _last_escaped = (text, lines_with(norm, _ESCAPES))
-    if not last[1]:
-        return got
-    return sorted(set(got).union(last[1]))
+    return lines_with(_normal(text), tuple(needles) + ESCAPES)
 
 
 def next_candidate(cands: List[int], i: int) -> int:
