@@ -66,6 +66,11 @@ class _Index:
         #: are in the line too)
         self.plans: Dict[Tuple[str, ...], Tuple[List[Any], List[Tuple[int, Any, List[List[str]]]]]] = {}
 
+    def lookup(self, needles: Tuple[str, ...]) -> Tuple[List[Any], List[Tuple[int, Any, List[List[str]]]]]:
+        """The plan of a line holding these needles (cached per needle tuple)."""
+        got = self.plans.get(needles)
+        return got if got is not None else self.plan(needles)
+
     def plan(self, needles: Tuple[str, ...]) -> Tuple[List[Any], List[Tuple[int, Any, List[List[str]]]]]:
         fixed: Dict[int, Any] = dict(self.always)
         checked: Dict[int, Tuple[int, Any, List[List[str]]]] = {}
@@ -143,22 +148,19 @@ class LogClassifier:
             todo = sorted(set(hits) | set(changed))
         else:
             todo = sorted(hits)
-        plans, plan_of = self.index.plans, self.index.plan
-        nothing = not self.index.always
+        lookup = self.index.lookup
         for i in todo:
             if hold and i == last:
                 continue
             line = changed.get(i) if changed else None
             if line is None:
                 got = hits.get(i, ())
-                if nothing:
-                    # most lines that hold a needle hold no pattern's every needle set: one
-                    # plan lookup settles them (the plans are cached per needle tuple)
-                    key = tuple(got)
-                    plan = plans.get(key) or plan_of(key)
-                    if not plan[0] and not plan[1]:
-                        continue
-                self._line(no + i, lines[i], got)
+                plan = lookup(tuple(got))
+                # most lines that hold a needle hold no pattern's every needle set: the plan
+                # settles them without a look at the line
+                if not plan[0] and not plan[1]:
+                    continue
+                self._line(no + i, lines[i], got, plan)
             else:
                 self._line(no + i, line, None)
         if hold:
@@ -177,15 +179,14 @@ class LogClassifier:
             out.append(li)
         return out
 
-    def _candidates(self, line: str, needles: Optional[Iterable[str]]) -> List[Any]:
-        """Patterns worth running on the line: one needle of each of their sets in it."""
+    def _candidates(self, line: str, needles: Optional[Iterable[str]], plan: Any = None) -> List[Any]:
+        """Patterns worth running on the line: one needle of each of their sets in it. `plan`:
+        the index's plan for the line's needles, when the caller has it."""
         index = self.index
-        if needles is None:
-            needles = self.needles.present(line.lower()) if line else ()
-        key = tuple(needles)
-        plan = index.plans.get(key)
         if plan is None:
-            plan = index.plan(key)
+            if needles is None:
+                needles = self.needles.present(line.lower()) if line else ()
+            plan = index.lookup(tuple(needles))
         fixed, checked = plan
         if not checked:
             return fixed
@@ -206,8 +207,8 @@ class LogClassifier:
         keep.sort(key=lambda om: om[0])
         return [m for _order, m in keep]
 
-    def _line(self, n: int, raw: str, needles: Optional[Iterable[str]]) -> None:
-        cands = self._candidates(raw, needles)
+    def _line(self, n: int, raw: str, needles: Optional[Iterable[str]], plan: Any = None) -> None:
+        cands = self._candidates(raw, needles, plan)
         if not cands:
             return
         if len(raw) > MAX_SCAN_LINE:
