@@ -167,7 +167,7 @@ def _needle_weight(needle: str) -> int:
     """How well a needle singles out lines: its length, less 3 for a common log word or a
     piece of one."""
     core = needle.strip().lower()
-    common = any(core in w or w == core for w in _COMMON_WORDS) if core else True
+    common = any(core in w for w in _COMMON_WORDS) if core else True
     return len(needle) - (3 if common else 0)
 
 
