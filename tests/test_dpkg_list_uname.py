@@ -1,10 +1,10 @@
 """`dpkg -l` listings and `uname -a` lines as bug reports paste them (parsers/dpkg.py,
-collectors/kernel.py), and the snapshot fallbacks that use them."""
+parsers/proc.py), and the snapshot fallbacks that use them."""
 
 import pytest
 
-from npu_doctor.collectors.kernel import parse_uname_a
 from npu_doctor.parsers.dpkg import parse_dpkg_l
+from npu_doctor.parsers.proc import parse_uname_a
 
 # tensorflow/tensorflow#34135 (`dpkg -l | grep edgetpu`, with the header row the grep kept)
 DPKG_L_GREP = """||/ Name                   Version  Architecture  Description

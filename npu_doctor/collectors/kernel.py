@@ -13,7 +13,7 @@ from __future__ import annotations
 import platform
 
 from ..errors import CommandNotFound, HostError
-from ..parsers.proc import elf_arch
+from ..parsers.proc import elf_arch, parse_uname_a
 from ..probes import NoData, ProbeContext
 from ..registry import collector
 
@@ -31,29 +31,6 @@ def _cmd_line(ctx: ProbeContext, argv) -> "tuple":
     if res.ok and res.stdout.strip():
         return res.stdout.strip().splitlines()[0].strip(), res.source
     return None, None
-
-
-# `uname -a` (coreutils, busybox): kernel-name nodename kernel-release kernel-version(with spaces)
-# machine [processor] [hardware-platform] operating-system; the unknown fields are left out.
-_OS_NAMES = ("GNU/Linux", "Linux", "Android", "Toybox")
-_MACHINES = ("x86_64", "aarch64", "arm64", "armv7l", "armv6l", "armv8l", "i686", "i386",
-             "riscv64", "ppc64le", "s390x", "loongarch64", "mips64")
-
-
-def parse_uname_a(line: str) -> "dict":
-    """{release, machine?} from a `uname -a` line; {} when it is not one."""
-    parts = line.split()
-    if len(parts) < 4 or parts[0] != "Linux":
-        return {}
-    out = {"release": parts[2]}
-    tail = parts[3:]
-    if tail and tail[-1] in _OS_NAMES:
-        tail = tail[:-1]
-    for tok in reversed(tail):
-        if tok in _MACHINES:
-            out["machine"] = tok
-            break
-    return out
 
 
 def _uname_a(ctx: ProbeContext) -> "tuple":

@@ -13,6 +13,7 @@ touches the machine. Formats and sources:
   https://github.com/scoutapp/scout_apm_elixir/issues/99).
 - libc.so.6 banner: `GNU C Library (Debian GLIBC 2.36-9+deb12u4) stable release version
   2.36.`; glibc <= 2.2x: `... stable release version 2.17, by Roland McGrath et al.`
+- `uname -a` (coreutils, busybox): uname(1), https://man7.org/linux/man-pages/man1/uname.1.html
 - ELF header: e_ident and e_machine, https://refspecs.linuxfoundation.org/elf/gabi4+/ch4.eheader.html
 """
 
@@ -304,6 +305,30 @@ def parse_confstr_libc(value: Optional[str]) -> Optional[Dict[str, str]]:
     if not m:
         return None
     return {"name": m.group(1).lower(), "version": m.group(2)}
+
+
+# -- uname -a ------------------------------------------------------------------------------
+# `uname -a` (coreutils, busybox): kernel-name nodename kernel-release kernel-version(with spaces)
+# machine [processor] [hardware-platform] operating-system; the unknown fields are left out.
+_OS_NAMES = ("GNU/Linux", "Linux", "Android", "Toybox")
+_MACHINES = ("x86_64", "aarch64", "arm64", "armv7l", "armv6l", "armv8l", "i686", "i386",
+             "riscv64", "ppc64le", "s390x", "loongarch64", "mips64")
+
+
+def parse_uname_a(line: str) -> Dict[str, str]:
+    """{release, machine?} from a `uname -a` line; {} when it is not one."""
+    parts = line.split()
+    if len(parts) < 4 or parts[0] != "Linux":
+        return {}
+    out = {"release": parts[2]}
+    tail = parts[3:]
+    if tail and tail[-1] in _OS_NAMES:
+        tail = tail[:-1]
+    for tok in reversed(tail):
+        if tok in _MACHINES:
+            out["machine"] = tok
+            break
+    return out
 
 
 # -- ELF header -> architecture -----------------------------------------------------------
