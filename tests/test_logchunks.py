@@ -15,6 +15,7 @@ from npu_doctor.catalog import iter_lines, load_catalogs, strip_prefix
 from npu_doctor.catalog.chunkmatch import LogClassifier
 from npu_doctor.catalog.events import apply_cleared, group_by_subject
 from npu_doctor.catalog.logtext import literal_needle_sets
+from npu_doctor.catalog import needles as needles_mod
 from npu_doctor.catalog.needles import LineNeedles
 from npu_doctor.catalog.schema import MAX_EVENTS_PER_ENTRY, MAX_SCAN_LINE
 from npu_doctor.collectors import logscan
@@ -161,9 +162,48 @@ def test_needle_sets_of_a_pattern():
     assert literal_needle_sets(r"a+b") == []
 
 
-@pytest.mark.parametrize("automaton", [True, False])
-def test_line_needles_per_line(automaton):
-    scanner = LineNeedles(["status", "tatus", "rknn_", "Err_"], use_automaton=automaton)
-    text = "Status ok\nnothing\nrknn_err_x rknn_\n\nlast tatus"
+def _engines():
+    """Each scan path this install can run: str.find always, the others when installed."""
+    out = ["find"]
+    if needles_mod._ahocorasick is not None:
+        out.append("automaton")
+    if needles_mod._hyperscan() is not None:
+        out.append("hyperscan")
+    return out
+
+
+def _scanner(needles, engine):
+    return LineNeedles(needles, use_automaton=engine != "find",
+                       engine="hyperscan" if engine == "hyperscan" else "automaton")
+
+
+@pytest.mark.parametrize("engine", _engines())
+def test_line_needles_per_line(engine):
+    scanner = _scanner(["status", "tatus", "rknn_", "Err_", "café"], engine)
+    # a non-ASCII letter before a needle: Hyperscan's offsets are of the UTF-8 bytes
+    text = "Status ok\nnothing\nrknn_err_x rknn_\n\nlast tatus\n\u00e9t\u00e9 CAF\u00c9 status"
     got = {i: sorted(v) for i, v in scanner.scan(text.lower()).items()}
-    assert got == {0: ["status", "tatus"], 2: ["err_", "rknn_"], 4: ["tatus"]}
+    assert got == {0: ["status", "tatus"], 2: ["err_", "rknn_"], 4: ["tatus"],
+                   5: ["café", "status", "tatus"]}
+    if engine == "hyperscan":
+        assert scanner._hs, "the Hyperscan database was not built"
+
+
+@pytest.mark.parametrize("engine", [e for e in _engines() if e != "find"])
+def test_every_scan_path_finds_the_same_needles_in_real_logs(engine):
+    # the needles logscan shares (catalogs, signatures, parser triggers) over every real log
+    needles = sorted(set(logscan.PARSER_NEEDLES) | set(LogClassifier(CATS, "x", SCOPES, "runtime").needles.needles))
+    ref, other = _scanner(needles, "find"), _scanner(needles, engine)
+    for path in LOGS:
+        low = path.read_text(errors="replace").lower()
+        want = {i: sorted(v) for i, v in ref.scan(low).items()}
+        assert {i: sorted(v) for i, v in other.scan(low).items()} == want, path
+
+
+@pytest.mark.skipif(needles_mod._hyperscan() is None, reason="hyperscan not installed")
+def test_hyperscan_takes_over_past_the_threshold(monkeypatch):
+    monkeypatch.setattr(needles_mod, "HYPERSCAN_AFTER_CHARS", 30)
+    scanner = LineNeedles(["status", "rknn_"])
+    chunk = "x status\nrknn_ y\nnone"
+    assert scanner.scan(chunk) == {0: ["status"], 1: ["rknn_"]} and scanner._hs is None
+    assert scanner.scan(chunk) == {0: ["status"], 1: ["rknn_"]} and scanner._hs
