@@ -12,10 +12,10 @@ from typing import Any, Dict, List, Tuple
 import pytest
 
 from npu_doctor.catalog import iter_lines, load_catalogs, strip_prefix
+from npu_doctor.catalog import needles as needles_mod
 from npu_doctor.catalog.chunkmatch import LogClassifier
 from npu_doctor.catalog.events import apply_cleared, group_by_subject
 from npu_doctor.catalog.logtext import literal_needle_sets
-from npu_doctor.catalog import needles as needles_mod
 from npu_doctor.catalog.needles import LineNeedles
 from npu_doctor.catalog.schema import MAX_EVENTS_PER_ENTRY, MAX_SCAN_LINE
 from npu_doctor.collectors import logscan

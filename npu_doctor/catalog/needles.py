@@ -185,7 +185,7 @@ class LineNeedles:
                     if hs is not None else False
             except Exception:  # noqa: BLE001 - any failure to build: the automaton scans on
                 self._hs = False
-        return self._hs or None
+        return self._hs if isinstance(self._hs, _HyperscanNeedles) else None
 
     def scan(self, low: str) -> Dict[int, List[str]]:
         out: Dict[int, List[str]] = {}
