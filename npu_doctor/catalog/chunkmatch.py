@@ -43,6 +43,20 @@ def continues(prev: str, line: str) -> bool:
     return prev.rstrip().endswith(":") and line[:1].islower() and strip_prefix(line) == line.strip()
 
 
+def _any_held(low: str, checked: List[Tuple[int, Any, List[List[str]]]]) -> bool:
+    """Whether the lower-cased line holds one needle of every further set of some pattern."""
+    for _order, _m, extra in checked:
+        for alts in extra:
+            for x in alts:
+                if x in low:
+                    break
+            else:
+                break
+        else:
+            return True
+    return False
+
+
 class _Index:
     """Per needle, the patterns (of the scopes asked for) it is the prefilter of, with the
     needle sets beyond it that the line must also satisfy; built once per CatalogSet and
@@ -157,8 +171,8 @@ class LogClassifier:
                 got = hits.get(i, ())
                 plan = lookup(tuple(got))
                 # most lines that hold a needle hold no pattern's every needle set: the plan
-                # settles them without a look at the line
-                if not plan[0] and not plan[1]:
+                # settles them without a look at the line, or with a look for the other sets
+                if not plan[0] and (not plan[1] or not _any_held(lines[i].lower(), plan[1])):
                     continue
                 self._line(no + i, lines[i], got, plan)
             else:
