@@ -107,7 +107,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 from ...registry import parser
 from .ascend import parse_ascend_aicpu
 from .common import ESCAPES, MAX_LINE, Entry, clean_line, forget, log_lines, strip_prefix  # noqa: F401
-from .edgetpu import parse_edgetpu
+from .edgetpu import _ETPU_ANY, parse_edgetpu
 from .onnxruntime import _ORT_ANY, parse_onnxruntime, parse_vitisai
 from .rknn import _RKNN_ANY, parse_rknn
 from .tensorrt import _ANY as _TRT_ANY
@@ -144,7 +144,7 @@ RUNTIME_NAMES = {
 TRIGGERS: Dict[Any, Tuple[str, ...]] = {
     fn: tuple(sorted({x.lower() for x in lits})) for fn, lits in (
         (parse_onnxruntime, _ORT_ANY), (parse_vitisai, ("Vitis AI EP",)),
-        (parse_edgetpu, ("will run on CPU", "Status")), (parse_rknn, _RKNN_ANY),
+        (parse_edgetpu, _ETPU_ANY), (parse_rknn, _RKNN_ANY),
         (parse_torch_npu, ("The operator '",)), (parse_ascend_aicpu, ("aicpu", "ai_cpu")),
         (parse_tflite, _TFLITE_ANY), (parse_tensorrt_dla, _TRT_ANY))}
 TRIGGER_NEEDLES = tuple(sorted({x for lits in TRIGGERS.values() for x in lits} | set(ESCAPES)))

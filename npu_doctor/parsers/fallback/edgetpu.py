@@ -13,6 +13,9 @@ _ETPU_HEADER_RE = lazy(r"^\s*Operator\s+Count\s+Status\s*$")
 _ETPU_ROW_RE = lazy(r"^\s*(?P<op>[A-Za-z][\w\-]*)\s+(?P<n>\d+)\s+(?P<status>[A-Za-z].*?)\s*$")
 _ETPU_CPU_TOTAL_RE = lazy(r"Number of operations that will run on CPU:\s*(?P<n>\d+)")
 _ETPU_MAPPED = "mapped to edge tpu"
+#: what every line the parser acts on holds: the CPU total, or the table header (of whose
+#: words "Operator" is the one seldom seen elsewhere in a log; "Status" is in most journals)
+_ETPU_ANY = ("will run on CPU", "Operator")
 
 
 @parser("fallback_edgetpu")
@@ -24,13 +27,13 @@ def parse_edgetpu(text: str) -> List[Entry]:
     "total" of the table that follows it. A table with every row mapped yields nothing.
     """
     out: List[Entry] = []
-    if "will run on CPU" not in text and "Status" not in text:
+    if not any(x in text for x in _ETPU_ANY):
         return out
     raw_lines = log_lines(text)
     stripped: Dict[int, str] = {}
     pending_total: Optional[Entry] = None
     i, n = 0, len(raw_lines)
-    cands = candidate_lines(text, ("will run on CPU", "Status"))
+    cands = candidate_lines(text, _ETPU_ANY)
 
     def at(k: int) -> str:
         # only the lines looked at are stripped (the others of a large log never are)
@@ -44,7 +47,7 @@ def parse_edgetpu(text: str) -> List[Entry]:
         if i < 0:
             break
         raw = raw_lines[i]
-        if "will run on CPU" not in raw and "Status" not in raw:
+        if _ETPU_ANY[0] not in raw and _ETPU_ANY[1] not in raw:
             i += 1
             continue
         line = at(i)
