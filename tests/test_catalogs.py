@@ -55,12 +55,19 @@ def test_prefilter_needle_is_the_literal_that_singles_out_lines():
     (it had every line with 'device' tried against the regex: 10 % of the log benchmark)."""
     from npu_doctor.catalog.logtext import literal_needles
 
-    assert literal_needles(r"[Dd]evice \d+ is (?:busy|locked)") == ["busy", "locked"]
-    assert literal_needles(r"ze\w+ \(h[Dd](?:evice|river)=0x0\)") == ["=0x0)"]
-    # with nothing better, a common word still serves, and the longer of two
-    assert literal_needles(r"[Ff]ailed to \w+: (?:error|status)") == ["ailed to "]
-    # never a needle under four characters, however rare
-    assert literal_needles(r"[Dd]evice (?:\+xy|-zz)") == ["evice "]
+    assert literal_needles(r"[Dd]evice \d+ is (?:busy|locked)") == [" is busy", " is locked"]
+    # a literal-only piece (alternation, `[Dd]`) joins the literals around it: one needle per
+    # string it stands for
+    assert literal_needles(r"ze\w+ \(h[Dd](?:evice|river)=0x0\)") == [" (hdevice=0x0)", " (hdriver=0x0)"]
+    assert literal_needles(r"[Ff]ailed to \w+: (?:error|status)") == ["failed to "]
+    assert literal_needles(r"[Dd]evice (?:\+xy|-zz)") == ["device +xy", "device -zz"]
+    # a driver name is a needle with the space after it: `[HailoRT]` lines, in every line of a
+    # HailoRT log, are not tried against a pattern of `hailo 0000:01:00.0: ` lines (the driver
+    # line pattern of the kernel catalog cost a third of the catalog pass on such a log)
+    assert literal_needles(r"^(?P<module>hailo|hailo1x|rknpu) (?P<device>[0-9a-f]{4}:[0-9a-f]{2}): ") == \
+        ["hailo ", "hailo1x ", "rknpu "]
+    # with nothing better, a common word still serves; never a needle under four characters
+    assert literal_needles(r"a(?:\+x|-z)\d+ [Dd]evice") == [" device"]
 
 
 def test_catalog_ids_unique_and_counted():

@@ -139,7 +139,7 @@ def literal_needles(pattern: str, flags: int = 0) -> Optional[List[str]]:
     between runs (npu_doctor.regexmemo)."""
     from ..regexmemo import remembered
 
-    return remembered("needles-v2", pattern, flags, lambda: _literal_needles(pattern, flags))
+    return remembered("needles-v3", pattern, flags, lambda: _literal_needles(pattern, flags))
 
 
 def _literal_needles(pattern: str, flags: int) -> Optional[List[str]]:
@@ -176,11 +176,60 @@ def _set_score(needles: List[str]) -> Tuple[int, int]:
     return min(map(_needle_weight, needles)), min(map(len, needles))
 
 
+#: Most strings a literal-only piece of a pattern may stand for (`_exact`): beyond it the
+#: piece ends the needle instead of multiplying it.
+_MAX_ALTS = 64
+
+
+def _class_chars(items) -> Optional[List[str]]:
+    """The characters of a parsed character class made only of literals (`[Dd]`), else None."""
+    out = []
+    for op, av in items:
+        if str(op) != "LITERAL":
+            return None
+        out.append(chr(av))
+    return out
+
+
+def _exact(seq) -> Optional[List[str]]:
+    """Every string a parsed (sub)pattern of literals, alternations and classes of literals
+    matches (`(?:hailo|rknpu) ` -> ['hailo ', 'rknpu ']); None for any other construct or
+    more than _MAX_ALTS strings."""
+    alts = [""]
+    for op, av in seq:
+        sub = _piece(op, av)
+        if sub is None or len(alts) * len(sub) > _MAX_ALTS:
+            return None
+        alts = [a + b for a in alts for b in sub]
+    return alts
+
+
+def _piece(op, av) -> Optional[List[str]]:
+    """The strings one parsed item stands for when it is literal-only, else None."""
+    name = str(op)
+    if name == "LITERAL":
+        return [chr(av)]
+    if name == "SUBPATTERN":
+        return _exact(av[-1])
+    if name == "IN":
+        return _class_chars(av)
+    if name == "BRANCH":
+        subs = [_exact(branch) for branch in av[1]]
+        if any(sub is None for sub in subs):
+            return None
+        got = [x for sub in subs for x in sub]  # type: ignore[union-attr]
+        return got if len(got) <= _MAX_ALTS else None
+    return None
+
+
 def _literal_needles_parsed(seq) -> Optional[List[str]]:
     """The best needle set of a parsed (sub)pattern: the one whose weakest needle singles out
-    lines best (_needle_weight: the longest, common log words counting less)."""
+    lines best (_needle_weight: the longest, common log words counting less). A literal-only
+    piece (an alternation of words, `[Dd]`) joins the literals around it, one needle per
+    string it stands for: `(?:hailo|rknpu) 0000` gives 'hailo 0000' and 'rknpu 0000', which a
+    `[HailoRT]` line does not hold."""
     best: Optional[List[str]] = None
-    run = ""
+    alts = [""]
 
     def offer(cand: Optional[List[str]]) -> None:
         nonlocal best
@@ -189,12 +238,13 @@ def _literal_needles_parsed(seq) -> Optional[List[str]]:
             best = cand
 
     for op, av in seq:
-        name = str(op)
-        if name == "LITERAL":
-            run += chr(av)
+        sub = _piece(op, av)
+        if sub is not None and len(alts) * len(sub) <= _MAX_ALTS:
+            alts = [a + b for a in alts for b in sub]
             continue
-        offer([run] if run else None)
-        run = ""
+        offer(sorted(set(alts)))
+        alts = [""]
+        name = str(op)
         if name == "SUBPATTERN":
             offer(_literal_needles_parsed(av[-1]))
         elif name in ("MAX_REPEAT", "MIN_REPEAT") and av[0] >= 1:
@@ -203,7 +253,7 @@ def _literal_needles_parsed(seq) -> Optional[List[str]]:
             subs = [_literal_needles_parsed(branch) for branch in av[1]]
             if all(subs):
                 offer(sorted({n for sub in subs for n in sub}))  # type: ignore[union-attr]
-    offer([run] if run else None)
+    offer(sorted(set(alts)))
     return best
 
 
@@ -216,7 +266,7 @@ def literal_needle_sets(pattern: str, flags: int = 0) -> List[List[str]]:
     Remembered between runs (npu_doctor.regexmemo)."""
     from ..regexmemo import remembered
 
-    return remembered("needle-sets", pattern, flags, lambda: _needle_sets(pattern, flags))
+    return remembered("needle-sets-v2", pattern, flags, lambda: _needle_sets(pattern, flags))
 
 
 def _needle_sets(pattern: str, flags: int) -> List[List[str]]:
@@ -227,14 +277,15 @@ def _needle_sets(pattern: str, flags: int) -> List[List[str]]:
     sets: List[List[str]] = []
 
     def walk(seq) -> None:
-        run = ""
+        alts = [""]  # the strings the literal-only run so far stands for (_piece)
         for op, av in seq:
-            name = str(op)
-            if name == "LITERAL":
-                run += chr(av)
+            sub = _piece(op, av)
+            if sub is not None and len(alts) * len(sub) <= _MAX_ALTS:
+                alts = [a + b for a in alts for b in sub]
                 continue
-            sets.append([run])
-            run = ""
+            sets.append(alts)
+            alts = [""]
+            name = str(op)
             if name == "SUBPATTERN":
                 walk(av[-1])
             elif name in ("MAX_REPEAT", "MIN_REPEAT") and av[0] >= 1:
@@ -243,7 +294,7 @@ def _needle_sets(pattern: str, flags: int) -> List[List[str]]:
                 subs = [_literal_needles_parsed(branch) for branch in av[1]]
                 if all(subs):
                     sets.append(sorted({n for sub in subs for n in sub}))  # type: ignore[union-attr]
-        sets.append([run])
+        sets.append(alts)
 
     walk(parsed)
     out: List[List[str]] = []
