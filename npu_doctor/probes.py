@@ -225,11 +225,13 @@ class Signature:
     id = "glibc-version-not-found"      # what log_events[].signature will say
     scope = "runtime"                   # kernel (dmesg) | runtime (logs/, --log) | any
     regex = "version `(?P<needed>GLIBC_[0-9.]+)' not found \\(required by (?P<by>[^)]+)\\)"
+    unless = "..."                      # optional: a line this regex finds is not an event
     [signature.fields]                  # constant fields added to each event
     family = "glibc"
     ```
     Every match becomes a `log_events[]` fact: {signature, scope, source, line_no, line,
-    ...named groups, ...fields}.
+    ...named groups, ...fields}. `unless` names the contexts where the same words are expected
+    noise (a loader that tries optional plugins and logs each one it cannot open).
     """
 
     id: str
@@ -237,9 +239,10 @@ class Signature:
     regex: LazyRegex
     fields: Dict[str, Any]
     file: str = ""
+    unless: Optional[LazyRegex] = None
 
 
-SIGNATURE_KEYS = {"id", "scope", "regex", "fields", "description", "flags"}
+SIGNATURE_KEYS = {"id", "scope", "regex", "fields", "description", "flags", "unless"}
 
 
 def _load_signatures(data: Dict[str, Any], path: str) -> List[Signature]:
@@ -262,7 +265,8 @@ def _load_signatures(data: Dict[str, Any], path: str) -> List[Signature]:
         fields = raw.get("fields", {})
         if not isinstance(fields, dict):
             raise ConfigError(f"{where}: fields must be a table")
-        out.append(Signature(sid, scope, rx, dict(fields), path))
+        unless = compile_checked(raw["unless"], flags, f"{where}: unless") if raw.get("unless") else None
+        out.append(Signature(sid, scope, rx, dict(fields), path, unless))
     return out
 
 

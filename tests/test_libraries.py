@@ -132,6 +132,42 @@ def test_unrelated_lines_do_not_match():
                 if e["signature"].startswith("shared-library-")]
 
 
+def test_plugin_loaders_probing_optional_plugins_are_not_missing_libraries():
+    """The SYCL/UR, PI and Level Zero loaders try every plugin they know and log each one they
+    cannot open (the signature's `unless`); the Intel stacks' own adapters and drivers count."""
+    noise = (
+        # intel/compute-runtime#818 (SYCL_UR_TRACE, oneAPI 2025.0)
+        "<LOADER>[INFO]: failed to load adapter 'libur_adapter_cuda.so.0' with error: libcuda.so.1: cannot open shared object file: No such file or directory\n"
+        "<LOADER>[INFO]: failed to load adapter '/opt/intel/oneapi/compiler/2025.0/lib/libur_adapter_hip.so.0' with error: libamd_comgr.so.2: cannot open shared object file: No such file or directory\n"
+        "<LOADER>[INFO]: failed to load adapter 'libur_adapter_native_cpu.so.0' with error: libur_adapter_native_cpu.so.0: cannot open shared object file: No such file or directory\n"
+        # intel/llvm sycl/test (SYCL_PI_TRACE=-1)
+        "SYCL_PI_TRACE[-1]: dlopen(libpi_cuda.so) failed with <libpi_cuda.so: cannot open shared object file: No such file or directory>\n"
+        # oneapi-src/level-zero#209, #367 (ZE_ENABLE_LOADER_DEBUG_TRACE)
+        "ZE_LOADER_DEBUG_TRACE:Load Library of libze_intel_gpu_legacy1.so.1 failed with libze_intel_gpu_legacy1.so.1: cannot open shared object file: No such file or directory\n"
+        "[2025-08-08 17:56:24.940] [ze_loader] [trace] Load Library of libze_intel_vpu.so.1 failed with libze_intel_vpu.so.1: cannot open shared object file: No such file or directory\n")
+    from npu_doctor import registry
+
+    registry.load_all()  # probe files name collectors, which must be known to load them
+    sigs = load_signatures()
+    assert not [e for e in match_signatures(noise, "x", sigs, "runtime") if e["signature"] == "shared-library-not-found"]
+    real = (
+        # intel/compute-runtime#832: the Level Zero GPU driver is not installed
+        "ZE_LOADER_DEBUG_TRACE:Load Library of libze_intel_gpu.so.1 failed with libze_intel_gpu.so.1: cannot open shared object file: No such file or directory\n"
+        "<LOADER>[INFO]: failed to load adapter 'libur_adapter_level_zero.so.0' with error: libze_loader.so.1: cannot open shared object file: No such file or directory\n")
+    got = [e["library"] for e in match_signatures(real, "x", sigs, "runtime") if e["signature"] == "shared-library-not-found"]
+    assert got == ["libze_intel_gpu.so.1", "libze_loader.so.1"]
+
+
+def test_a_signature_unless_is_checked_when_loaded(tmp_path):
+    from npu_doctor.errors import ConfigError
+    from npu_doctor.probes import _load_signatures
+
+    ok = _load_signatures({"signature": [{"id": "s", "regex": "needle", "unless": "hay needle"}]}, "x.toml")
+    assert ok[0].unless is not None and ok[0].unless.search("hay needle")
+    with pytest.raises(ConfigError, match="unless"):
+        _load_signatures({"signature": [{"id": "s", "regex": "needle", "unless": "(unclosed"}]}, "x.toml")
+
+
 # -- the real cases --------------------------------------------------------------------------
 def test_case_c2_10_missing_tensorrt_soname():
     report = check_json(case_path("c2-10"))

@@ -93,4 +93,4 @@ def _signatures_matching(text: str):
     except ConfigError:
         return []
     msg = strip_prefix(text)
-    return [s for s in sigs if s.regex.search(msg)]
+    return [s for s in sigs if s.regex.search(msg) and not (s.unless is not None and s.unless.search(msg))]

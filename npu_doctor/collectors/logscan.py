@@ -149,6 +149,8 @@ class SignatureMatcher:
                 m = sig.regex.search(line)
                 if not m or self.counts.get(sig.id, 0) >= MAX_EVENTS_PER_SIGNATURE:
                     continue
+                if sig.unless is not None and sig.unless.search(line):
+                    continue
                 self.counts[sig.id] = self.counts.get(sig.id, 0) + 1
                 ev: Dict[str, Any] = {"signature": sig.id, "scope": self.scope,
                                       "source": self.source, "line_no": start + i,
