@@ -57,6 +57,7 @@ MAX_EVENTS_PER_SIGNATURE = 50
 NVSMI_BANNER = "NVSMI LOG=="
 #: Characters of a pasted `nvidia-smi -q` report kept (a report is ~7 KB per GPU).
 NVSMI_REPORT_CHARS = 1 << 20
+NVSMI_TABLE_HEADER = "NVIDIA-SMI "
 
 
 class LogScan:
@@ -76,6 +77,9 @@ class LogScan:
         #: the last `nvidia-smi -q` report pasted into the log (from its banner line on, at
         #: most NVSMI_REPORT_CHARS characters), for a snapshot of a report without the command
         self.nvsmi_report: Optional[str] = None
+        #: the `|`-lines of nvidia-smi's default table pasted into the log (from its last
+        #: "NVIDIA-SMI ... Driver Version" header on, at most NVSMI_REPORT_CHARS characters)
+        self.nvsmi_table: Optional[str] = None
 
 
 class _PastedReport:
@@ -99,6 +103,32 @@ class _PastedReport:
 
     def text(self) -> Optional[str]:
         return "\n".join(self.parts) if self.found else None
+
+
+class _PastedTable:
+    """The lines of nvidia-smi's default table (they start with `|`), from its last header on;
+    rows without any header (a paste of a few rows) are kept too."""
+
+    def __init__(self) -> None:
+        self.parts: List[str] = []
+        self.chars = 0
+
+    def feed(self, lines: List[str], text: str) -> None:
+        if "|" not in text:
+            return
+        for line in lines:
+            s = line.lstrip()
+            if not s.startswith("|"):
+                continue
+            if NVSMI_TABLE_HEADER in s and "Driver Version" in s:
+                self.parts, self.chars = [], 0
+            if self.chars >= NVSMI_REPORT_CHARS:
+                continue
+            self.parts.append(s[:NVSMI_REPORT_CHARS - self.chars])
+            self.chars += len(self.parts[-1]) + 1
+
+    def text(self) -> Optional[str]:
+        return "\n".join(self.parts) if self.parts else None
 
 
 class SignatureMatcher:
@@ -271,6 +301,7 @@ def scan_one(name: str, chunks: Iterable[List[str]], signatures: Iterable[Any],
     sig = SignatureMatcher(signatures, "runtime", name)
     win = _Windowed(scan)
     pasted = _PastedReport()
+    table = _PastedTable()
     run = None
     needles = set(sig.needles) | PARSER_NEEDLES
     if catalogs is not None:
@@ -291,6 +322,7 @@ def scan_one(name: str, chunks: Iterable[List[str]], signatures: Iterable[Any],
         sig.feed_scanned(lines, scan.lines + 1, hits)
         win.feed(lines, text, PARSER_NEEDLES.intersection(chain.from_iterable(hits.values())))
         pasted.feed(lines, text)
+        table.feed(lines, text)
         if run is not None:
             run.feed(lines, text, hits)
         scan.lines += len(lines)
@@ -298,6 +330,7 @@ def scan_one(name: str, chunks: Iterable[List[str]], signatures: Iterable[Any],
         scan.catalog_events = run.finish()
     win.flush()
     scan.nvsmi_report = pasted.text()
+    scan.nvsmi_table = table.text()
     scan.fallback_entries.sort(key=lambda e: (e["line_no"], e["runtime"]))
     scan.signature_events = sig.events
     if win.windows > 1:

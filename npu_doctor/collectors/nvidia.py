@@ -10,7 +10,9 @@ Facts written:
 - `sdks.cuda.{version, path}` from the toolkit itself (`/usr/local/cuda*/version.json`,
   `version.txt`, or `nvcc --version`; the `cuda-toolkit` probe);
 - `accelerators[]` (vendor nvidia) from `nvidia-smi -q` (see parsers.nvidia), or, when the
-  command is not there (a snapshot of a report), from a `-q` report pasted into a runtime log;
+  command is not there (a snapshot of a report), from a `-q` report pasted into a runtime log,
+  else from the default `nvidia-smi` table pasted there (parsers.nvidia_table: name, bus id and
+  the readings of each row; a cell showing ERR! or N/A stays unknown);
 - `nvidia.smi.{status, kind, error, message, returncode}` when nvidia-smi failed, plus an
   `inventory.incomplete` entry (the GPU count is unknown, not 0);
 - `nvidia.upgrades[]` / `nvidia.last_upgrade`: NVIDIA package changes from apt's history.
@@ -39,6 +41,7 @@ from ..parsers.nvidia import (
     parse_nvidia_smi_q,
     parse_proc_driver_version,
 )
+from ..parsers.nvidia_table import parse_nvidia_smi_table
 from ..probes import NoData, ProbeContext, ProbeError
 from ..registry import collector, deriver
 from ..sysfs import module_version
@@ -100,6 +103,8 @@ def collect_nvidia(ctx: ProbeContext) -> None:
         if pasted is not None:
             _add_report(ctx, pasted[1], pasted[0])
             return
+        if _add_table(ctx):
+            return
         if not found:
             raise NoData("no NVIDIA driver, NVML library or nvidia-smi on this host")
         return
@@ -146,6 +151,34 @@ def smi_report_in_logs(ctx: ProbeContext) -> Optional[Tuple[str, str]]:
         if scan.nvsmi_report is not None:
             found = (scan.name, scan.nvsmi_report)
     return found
+
+
+def _add_table(ctx: ProbeContext) -> bool:
+    """Facts of the last default `nvidia-smi` table pasted into a runtime log (header: driver and
+    CUDA level; rows: the GPUs and their readings, parsers.nvidia_table). True when it had GPUs."""
+    from .logscan import scan_logs
+
+    try:
+        scans = scan_logs(ctx.host, ctx.options.get("signatures", []), ctx.options.get("catalogs"))
+    except HostError:
+        return False
+    found = None
+    for scan in scans:
+        if scan.nvsmi_table is not None:
+            parsed = parse_nvidia_smi_table(scan.nvsmi_table)
+            if parsed["gpus"]:
+                found = (scan.name, parsed)
+    if found is None or ctx.host.exists("/etc/nv_tegra_release"):
+        return False
+    src, parsed = found
+    facts = ctx.facts
+    if parsed["driver_version"] and facts.get("drivers.nvidia.version") is None:
+        facts.set("drivers.nvidia.version", parsed["driver_version"], src)
+    if parsed["cuda_version"]:
+        facts.set("drivers.nvidia.cuda_version", parsed["cuda_version"], src)
+    for rec in parsed["gpus"]:
+        facts.add_accelerator(rec, source=src)
+    return True
 
 
 def _add_report(ctx: ProbeContext, text: str, src: str) -> None:
