@@ -86,6 +86,15 @@ def test_dcmi_failure_is_no_table_and_a_busy_code():
     assert P.parse_npu_smi_failure(data("npu_smi_910b2c_25.0.rc1.1.txt")) is None
 
 
+def test_loader_failure_is_not_a_dcmi_failure():
+    # Project-HAMi/HAMi#615: npu-smi in a pod without the driver's lib64
+    text = "npu-smi: error while loading shared libraries: libc_sec.so: cannot open shared object file: No such file or directory"
+    assert P.parse_loader_failure(text) == {
+        "library": "libc_sec.so", "error": "cannot open shared object file: No such file or directory", "line": text}
+    assert P.parse_loader_failure("npu-smi: error while loading shared libraries: libdrvdsmi_host.so: wrong ELF class: ELFCLASS32")["library"] == "libdrvdsmi_host.so"
+    assert P.parse_loader_failure(data("npu_smi_dcmi_8020.txt")) is None
+
+
 # -- board, version files, ranges ------------------------------------------------------------
 def test_board_listing():
     b = P.parse_board(data("npu_smi_board_23.0.5.txt"))
@@ -333,3 +342,12 @@ def test_unreadable_table_with_exit_0_is_a_probe_error_not_a_device_fault(tmp_pa
     assert "probe-failed" in ids and "runtime-init-failed" not in ids
     assert "no-accelerator-found" not in ids
     assert facts["inventory"]["unknown"][0]["vendor"] == "ascend"
+
+
+def test_npu_smi_without_its_driver_libraries_is_a_missing_library(tmp_path):
+    err = "npu-smi: error while loading shared libraries: libc_sec.so: cannot open shared object file: No such file or directory\n"
+    snap = make_snapshot(tmp_path, commands=[(["npu-smi", "info"], 127, "", err)])
+    res = run_check(SnapshotHost(str(snap)), Config.load())
+    ids = {f.id for f in res.findings}
+    assert "missing-shared-library" in ids and "runtime-init-failed" not in ids
+    assert res.facts.get("ascend.npu_smi.missing_library") == "libc_sec.so"

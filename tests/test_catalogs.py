@@ -164,6 +164,16 @@ def test_benign_pattern_entry_hides_its_catalogs_code_lookup_on_the_line():
     assert [e.rule for e, _ in CATALOGS.match_line(init, ("runtime",))] == ["runtime-init-failed"]
 
 
+def test_pattern_entry_around_a_code_beats_its_catalogs_plain_code_lookup():
+    # PaddlePaddle/Paddle#72458: 507008 at aclInit is the runtime failing to read the SoC, not an
+    # offline model built for another SoC (what the plain code lookup of 507008 says)
+    line = "Call aclInit(nullptr) failed : 507008 at file /work/PaddleCustomDevice/backends/npu/runtime/runtime.cc line 403"
+    assert [(e.key, e.rule) for e, _ in CATALOGS.match_line(line, ("runtime",)) if e.rule] == [
+        ("acl-init-soc-version-failed", "runtime-init-failed")]
+    other = "NPU function error: aclrtSynchronizeDevice, error code is 507008"
+    assert [e.rule for e, _ in CATALOGS.match_line(other, ("runtime",)) if e.rule] == ["toolkit-runtime-mismatch"]
+
+
 def test_facts_templates_convert_units():
     evs = CATALOGS.match_text("Please set max locked memory (ulimit -l) to 'unlimited' (current: 8192 kbytes)",
                               "run.log", ("runtime",), "runtime")

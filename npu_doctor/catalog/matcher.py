@@ -159,6 +159,14 @@ class CatalogSet:
                 continue
             if entry.generic and not self._accelerator_driver(groups) and not entry.by_device:
                 continue  # a vendor-neutral class speaks only of accelerator drivers
+            if m.entry is not None and entry.rule and "code" in groups:
+                # an entry whose own pattern captures a code is more specific than its catalog's
+                # plain lookup of that same code on the line (aclInit failing with 507008 is not
+                # 507008 anywhere)
+                code = _group_code(groups)
+                hits = [h for h in hits if not (
+                    h[0].catalog == entry.catalog and h[0].rule and h[0].pattern is None
+                    and ("code" in h[1] or "hexcode" in h[1]) and _group_code(h[1]) == code)]
             if any(h[0] is entry or (h[0].catalog == entry.catalog and h[0].rule and entry.rule)
                    for h in hits):
                 continue  # one finding per catalog and line: the first (most specific) entry

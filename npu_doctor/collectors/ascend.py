@@ -5,7 +5,8 @@ Facts written:
   else the NPU id), npu_id, chip_id, pci_address (lower-case, only when no other chip shares
   it), health, power_w, temperature_c, utilization_percent (AICore %), memory.{hbm_used_mb,
   hbm_total_mb}, driver.version (npu-smi header), firmware.{version, compatibility} (board).
-- ascend.npu_smi.{status: "ok"|"failed", returncode, error, dcmi_code, dcmi_kind, count}
+- ascend.npu_smi.{status: "ok"|"failed", returncode, error, dcmi_code, dcmi_kind, count,
+  missing_library (the loader could not start npu-smi: a driver library it needs is missing)}
   and inventory.unknown[] {vendor, reason} when npu-smi failed (the NPU count is unknown).
 - ascend.driver.{version, innerversion, compatible_version, compatible_version_fw},
   ascend.firmware.{version, package_version, compatible_version_drv}
@@ -60,18 +61,22 @@ def collect_npu_smi(ctx: ProbeContext) -> None:
     except ValueError:
         table = None
     if table is None:
-        fail = P.parse_npu_smi_failure(text)
-        if fail is None and res.returncode == 0 and not res.timed_out:
+        loader = P.parse_loader_failure(text)
+        fail = None if loader else P.parse_npu_smi_failure(text)
+        if loader is None and fail is None and res.returncode == 0 and not res.timed_out:
             # exit 0 and no table we can read: a layout we do not know, not a device fault
             ctx.facts.set("inventory.unknown", [{"vendor": "ascend", "tool": "npu-smi info",
                                                  "reason": "output not understood"}], src)
             raise ProbeError("npu-smi info printed no device table that npu-doctor can read")
         last = [ln.strip() for ln in text.splitlines() if ln.strip()]
-        err = fail["line"] if fail else (last[-1] if last else f"exit status {res.returncode}")
+        hit = loader or fail
+        err = hit["line"] if hit else (last[-1] if last else f"exit status {res.returncode}")
         # a run that hung, or whose output only says it timed out, is not an init failure
         timeout = res.timed_out or (fail is None and says_only_timed_out(text))
         ctx.facts.set("ascend.npu_smi", {"status": "timeout" if timeout else "failed",
                                           "returncode": res.returncode, "error": err[:300]}, src)
+        if loader:
+            ctx.facts.set("ascend.npu_smi.missing_library", loader["library"], src)
         if fail:
             ctx.facts.set("ascend.npu_smi.dcmi_code", fail.get("code"), src)
             ctx.facts.set("ascend.npu_smi.dcmi_kind", fail["kind"], src)

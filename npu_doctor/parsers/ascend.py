@@ -26,6 +26,11 @@ from ..registry import parser
 
 _VERSION_LINE = lazy(r"npu-smi\s+(?P<tool>\S+)\s+Version:\s*(?P<drv>\S+)", re.I)
 _DCMI_RET = lazy(r"ret(?:\s+is|\s*code)?\s*[:=]?\s*(?P<code>-\d{4,5})", re.I)
+# glibc's loader when npu-smi's driver libraries (libc_sec.so, libdrvdsmi_host.so, libdcmi.so in
+# /usr/local/Ascend/driver/lib64 and /usr/local/dcmi) are not there: Project-HAMi/HAMi#615
+_LOADER_FAIL = lazy(r"error while loading shared libraries: (?P<library>[\w.+-]+\.so[\w.]*): "
+                    r"(?P<error>cannot open shared object file[^\n]*|wrong ELF class: \w+|"
+                    r"file too short|invalid ELF header)")
 _BUS_ID = lazy(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$")
 
 #: DCMI return codes seen in npu-smi / device-plugin failures, and what they mean for us.
@@ -195,6 +200,23 @@ def parse_npu_smi_failure(text: str) -> Optional[Dict[str, Any]]:
                "meaning": info.get("meaning") or ("the device is used by another process or container"
                                                   if kind == "busy" else "DCMI initialisation failed")}
         return {k: v for k, v in res.items() if v is not None}
+    return None
+
+
+def parse_loader_failure(text: str) -> Optional[Dict[str, str]]:
+    """The dynamic loader's refusal to start npu-smi, or None.
+
+    `npu-smi: error while loading shared libraries: libc_sec.so: cannot open shared object file:
+    No such file or directory` -> {"library": "libc_sec.so", "error": "cannot open shared object
+    file: No such file or directory", "line": ...}. npu-smi never ran, so nothing is known of DCMI
+    or the device: the driver's user-space libraries are not on the loader path (a container or
+    pod given the binary without /usr/local/Ascend/driver/lib64 and /usr/local/dcmi).
+    """
+    for line in text.splitlines():
+        m = _LOADER_FAIL.search(line)
+        if m:
+            return {"library": m.group("library"), "error": m.group("error").strip(),
+                    "line": line.strip()}
     return None
 
 
