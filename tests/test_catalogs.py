@@ -66,6 +66,11 @@ def test_prefilter_needle_is_the_literal_that_singles_out_lines():
     # line pattern of the kernel catalog cost a third of the catalog pass on such a log)
     assert literal_needles(r"^(?P<module>hailo|hailo1x|rknpu) (?P<device>[0-9a-f]{4}:[0-9a-f]{2}): ") == \
         ["hailo ", "hailo1x ", "rknpu "]
+    # an optional piece stands for itself or nothing; of the needles of one set, one that
+    # holds another adds nothing ('status: ' holds 'status:')
+    assert literal_needles(r"[Ss]tatus ?[=:] ?(?P<code>\d+)") == ["status :", "status =", "status:", "status="]
+    # a runtime's own tag is in nearly every line of its log: 'rknn_' counts as a common word
+    assert literal_needles(r"rknn_\w+ ?(?:fail|error)\w* ret=(?P<code>-\d+)") == [" ret="]
     # with nothing better, a common word still serves; never a needle under four characters
     assert literal_needles(r"a(?:\+x|-z)\d+ [Dd]evice") == [" device"]
 

@@ -143,15 +143,20 @@ def test_scan_logs_chunk_seams_inside_wrapped_crlf_and_escaped_lines(tmp_path, m
         assert scan.catalog_events == want
 
 
-def test_needle_sets_never_hide_an_example():
+def test_needles_never_hide_a_match_in_any_example_or_real_log_line():
+    # the prefilter against no prefilter: every regex on every message of every catalog
+    # example and every line of every real log we keep; where it matches, the line holds the
+    # pattern's needle and one needle of each of its needle sets
+    msgs = {strip_prefix(ex) for e in CATS.entries() for ex in e.examples}
+    for path in LOGS:
+        msgs.update(strip_prefix(line) for line in iter_lines(_text(path).splitlines()))
+    lows = [(msg, msg.lower()) for msg in msgs if msg]
+    assert len(lows) > 5000
     for m in CATS.matchers:
-        sets = literal_needle_sets(m.rx.pattern, m.rx.flags)
-        for e in CATS.entries():
-            for ex in e.examples:
-                msg = strip_prefix(ex)
-                if m.rx.search(msg):
-                    low = msg.lower()
-                    assert all(any(n in low for n in s) for s in sets), (m.rx.pattern, sets, ex)
+        sets = literal_needle_sets(m.rx.pattern, m.rx.flags) + ([m.needles] if m.needles else [])
+        for msg, low in lows:
+            if m.rx.search(msg):
+                assert all(any(n in low for n in s) for s in sets), (m.rx.pattern, sets, msg)
 
 
 def test_needle_sets_of_a_pattern():

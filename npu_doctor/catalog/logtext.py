@@ -139,7 +139,7 @@ def literal_needles(pattern: str, flags: int = 0) -> Optional[List[str]]:
     between runs (npu_doctor.regexmemo)."""
     from ..regexmemo import remembered
 
-    return remembered("needles-v3", pattern, flags, lambda: _literal_needles(pattern, flags))
+    return remembered("needles-v4", pattern, flags, lambda: _literal_needles(pattern, flags))
 
 
 def _literal_needles(pattern: str, flags: int) -> Optional[List[str]]:
@@ -150,7 +150,7 @@ def _literal_needles(pattern: str, flags: int) -> Optional[List[str]]:
     got = _literal_needles_parsed(parsed)
     if not got or min(map(len, got)) < 4:
         return None
-    return sorted({n.lower() for n in got})
+    return _without_supersets({n.lower() for n in got})
 
 
 #: Words of nearly every log line (kernel and runtime messages alike): a needle that is one of
@@ -160,7 +160,11 @@ def _literal_needles(pattern: str, flags: int) -> Optional[List[str]]:
 _COMMON_WORDS = ("device", "driver", "error", "failed", "failure", "status", "config", "access",
                  "alloc", "context", "result", "version", "code", "match", "backend", "cuda",
                  "torch", "display", "memory", "support", "unable", "could", "cannot", "invalid",
-                 "load", "open", "init", "found", "return", "value", "buffer", "attribute")
+                 "load", "open", "init", "found", "return", "value", "buffer", "attribute",
+                 # the tags and words of the runtimes' own logs: in a log of that runtime, the
+                 # one a user brings, nearly every line holds them (`I RKNN: rknn_run ...`,
+                 # `[HailoRT] [info] Configured network group ...`)
+                 "rknn_", "rknpu", "hailo", "nvidia", "network")
 
 
 def _needle_weight(needle: str) -> int:
@@ -174,6 +178,17 @@ def _needle_weight(needle: str) -> int:
 def _set_score(needles: List[str]) -> Tuple[int, int]:
     """A needle set is as good as its weakest needle: by weight, then by length."""
     return min(map(_needle_weight, needles)), min(map(len, needles))
+
+
+def _without_supersets(needles: Iterable[str]) -> List[str]:
+    """The needles of a set that contain no other needle of it, sorted: a line holding
+    'status: ' holds 'status:', so the shorter alone lets the same lines through."""
+    uniq = sorted(set(needles), key=len)
+    keep: List[str] = []
+    for n in uniq:
+        if not any(k in n for k in keep):
+            keep.append(n)
+    return sorted(keep)
 
 
 #: Most strings a literal-only piece of a pattern may stand for (`_exact`): beyond it the
@@ -192,8 +207,8 @@ def _class_chars(items) -> Optional[List[str]]:
 
 
 def _exact(seq) -> Optional[List[str]]:
-    """Every string a parsed (sub)pattern of literals, alternations and classes of literals
-    matches (`(?:hailo|rknpu) ` -> ['hailo ', 'rknpu ']); None for any other construct or
+    """Every string a parsed (sub)pattern of literals, alternations, classes of literals and
+    optional pieces of them matches (`(?:hailo|rknpu) ` -> ['hailo ', 'rknpu ']); None for any other construct or
     more than _MAX_ALTS strings."""
     alts = [""]
     for op, av in seq:
@@ -213,6 +228,9 @@ def _piece(op, av) -> Optional[List[str]]:
         return _exact(av[-1])
     if name == "IN":
         return _class_chars(av)
+    if name in ("MAX_REPEAT", "MIN_REPEAT") and av[0] == 0 and av[1] == 1:  # `x?`
+        sub = _exact(av[2])
+        return None if sub is None else [""] + sub
     if name == "BRANCH":
         subs = [_exact(branch) for branch in av[1]]
         if any(sub is None for sub in subs):
@@ -266,7 +284,7 @@ def literal_needle_sets(pattern: str, flags: int = 0) -> List[List[str]]:
     Remembered between runs (npu_doctor.regexmemo)."""
     from ..regexmemo import remembered
 
-    return remembered("needle-sets-v2", pattern, flags, lambda: _needle_sets(pattern, flags))
+    return remembered("needle-sets-v3", pattern, flags, lambda: _needle_sets(pattern, flags))
 
 
 def _needle_sets(pattern: str, flags: int) -> List[List[str]]:
@@ -299,7 +317,7 @@ def _needle_sets(pattern: str, flags: int) -> List[List[str]]:
     walk(parsed)
     out: List[List[str]] = []
     for got in sets:
-        low = sorted({n.lower() for n in got})
+        low = _without_supersets({n.lower() for n in got})
         if low and min(map(len, low)) >= 4 and low not in out:
             out.append(low)
     return out
