@@ -100,3 +100,14 @@ def test_unreadable_log_is_a_host_error(config, tmp_path):
 
     with pytest.raises(HostError):
         logscan.scan_logs(LiveHost(extra_logs=[str(tmp_path / "missing.log")]), *config)
+
+
+def test_pasted_table_keeps_only_lines_that_start_with_a_bar():
+    # a "|" elsewhere in a line (a shell pipe, a markdown cell mid-line) is not the table
+    t = logscan._PastedTable()
+    lines = ["+---+", "ls | grep nvidia", "old | row", "  |  NVIDIA-SMI 535.54 Driver Version: 535.54 |",
+             "\t| 0  Tesla T4  Off |", "foo"]
+    t.feed(lines, "\n".join(lines))
+    assert t.text() == "|  NVIDIA-SMI 535.54 Driver Version: 535.54 |\n| 0  Tesla T4  Off |"
+    t.feed(["no bar here"], "no bar here")
+    assert t.text().endswith("| 0  Tesla T4  Off |")

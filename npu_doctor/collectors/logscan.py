@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import threading
 import weakref
 from itertools import chain
@@ -35,6 +36,7 @@ from ..catalog.logtext import literal_needles
 from ..catalog.needles import LineFilter, LineNeedles
 from ..errors import HostError
 from ..host.logstream import iter_log_chunks
+from ..lazyregex import lazy
 from ..parsers.fallback import TRIGGER_NEEDLES, parse_fallback_logs
 from ..parsers.rknn import parse_runtime_log
 
@@ -58,6 +60,8 @@ NVSMI_BANNER = "NVSMI LOG=="
 #: Characters of a pasted `nvidia-smi -q` report kept (a report is ~7 KB per GPU).
 NVSMI_REPORT_CHARS = 1 << 20
 NVSMI_TABLE_HEADER = "NVIDIA-SMI "
+#: A line of the table: "|" after blanks, to the end of the line ("\n"-joined chunk text).
+_TABLE_LINE = lazy(r"^[^\S\n]*(\|[^\n]*)", re.MULTILINE)
 
 
 class LogScan:
@@ -116,10 +120,10 @@ class _PastedTable:
     def feed(self, lines: List[str], text: str) -> None:
         if "|" not in text:
             return
-        for line in lines:
-            s = line.lstrip()
-            if not s.startswith("|"):
-                continue
+        # only the lines that start with "|" are looked at (a "|" anywhere in a chunk is
+        # common: a line loop over every chunk holding one cost ~1 ms a chunk)
+        for m in _TABLE_LINE.finditer(text):
+            s = m.group(1)
             if NVSMI_TABLE_HEADER in s and "Driver Version" in s:
                 self.parts, self.chars = [], 0
             if self.chars >= NVSMI_REPORT_CHARS:
