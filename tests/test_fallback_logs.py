@@ -91,6 +91,24 @@ def test_vitisai_keeps_other_columns():
     assert es[0]["columns"] == {"CPU": 8, "NPU": 2356, "VITIS_EP_CPU": 13}
 
 
+def test_vitisai_partitioner_assign_to_cpu_names_the_op():
+    # amd/RyzenAI-SW#85 (Ryzen AI 1.1, Phoenix); the DPU compilers of Vitis AI 1.x-3.x print it too
+    line = ("I20240527 13:09:21.737005 19076 PartitionPass.cpp:6479] xir::Op{name = "
+            "input_DequantizeLinear_Output_/layer1/Conv_output_0, type = fix2float} is not "
+            "supported by current target. Target name: AMD_AIE2_Nx4_Overlay, target type: IPU_PHX. "
+            "Assign it to CPU.")
+    es = parse_vitisai(line + "\n" + line.replace("fix2float", "reshape-fix"))
+    assert [(e["op"], e["count"], e["node"]) for e in es] == [
+        ("fix2float", 1, "input_DequantizeLinear_Output_/layer1/Conv_output_0"),
+        ("reshape-fix", 1, "input_DequantizeLinear_Output_/layer1/Conv_output_0")]
+    assert aggregate(es)["count"] == 2
+    # with the EP's operator summary in the same log, the summary counts and the lines only name
+    es = parse_vitisai(line + "\n[Vitis AI EP] No. of Operators :   CPU     2    IPU    15  88.24%")
+    agg = aggregate(es)
+    assert agg["count"] == 2 and agg["ops"] == ["fix2float"]
+    assert parse_fallback_logs(line)[0]["runtime"] == "vitisai"
+
+
 def test_rknn_runtime_missing_cpu_kernel_is_flagged():
     es = parse_rknn(case_log("c3-06"))
     assert [(e["op"], e["node"], e.get("runtime_missing_kernel")) for e in es] == [

@@ -55,7 +55,10 @@ VerifyEachNodeIsAssignedToAnEp; VERBOSE log level):
 - Vitis AI EP (Ryzen AI): `[Vitis AI EP] No. of Operators :   CPU     8    NPU  2356
   VITIS_EP_CPU    13` (amd/RyzenAI-SW#318), `[Vitis AI EP] No. of Operators : CPU 400`
   (amd/RyzenAI-SW#170); older releases say IPU and add a percentage. Only the CPU column is
-  counted (VITIS_EP_CPU is kept as a detail).
+  counted (VITIS_EP_CPU is kept as a detail). The XIR partitioner's per-operator line
+  `xir::Op{name = X, type = fix2float} is not supported by current target. Target name: ...,
+  target type: IPU_PHX. Assign it to CPU.` (amd/RyzenAI-SW#85; also the DPU compilers of Vitis AI
+  1.x-3.x) names the operator type; counted only when the log has no operator summary.
 - The warning `Some nodes were not assigned to the preferred execution providers ...` names
   nothing: it becomes a "hint" entry.
 
@@ -108,7 +111,7 @@ from ...registry import parser
 from .ascend import parse_ascend_aicpu
 from .common import ESCAPES, MAX_LINE, Entry, clean_line, forget, log_lines, strip_prefix  # noqa: F401
 from .edgetpu import _ETPU_ANY, parse_edgetpu
-from .onnxruntime import _ORT_ANY, parse_onnxruntime, parse_vitisai
+from .onnxruntime import _ORT_ANY, _VITIS_ANY, parse_onnxruntime, parse_vitisai
 from .rknn import _RKNN_ANY, parse_rknn
 from .tensorrt import _ANY as _TRT_ANY
 from .tensorrt import parse_tensorrt_dla
@@ -143,7 +146,7 @@ RUNTIME_NAMES = {
 #: pass per log) runs only the parsers whose literals it saw.
 TRIGGERS: Dict[Any, Tuple[str, ...]] = {
     fn: tuple(sorted({x.lower() for x in lits})) for fn, lits in (
-        (parse_onnxruntime, _ORT_ANY), (parse_vitisai, ("Vitis AI EP",)),
+        (parse_onnxruntime, _ORT_ANY), (parse_vitisai, _VITIS_ANY),
         (parse_edgetpu, _ETPU_ANY), (parse_rknn, _RKNN_ANY),
         (parse_torch_npu, ("The operator '",)), (parse_ascend_aicpu, ("aicpu", "ai_cpu")),
         (parse_tflite, _TFLITE_ANY), (parse_tensorrt_dla, _TRT_ANY))}

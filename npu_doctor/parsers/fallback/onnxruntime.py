@@ -36,6 +36,13 @@ _OPENVINO_REJECT_RE = lazy(r"\[OpenVINO-EP\] Rejecting as graph has unsupported 
 _QNN_SETUP_FAILED_RE = lazy(r"QNN SetupBackend failed")
 _VITIS_RE = lazy(r"\[Vitis AI EP\]\s*No\. of Operators\s*:\s*(?P<rest>.*)$")
 _VITIS_PAIR_RE = lazy(r"([A-Za-z_]+)\s+(\d+)(?:\s+[\d.]+%)?")
+#: the XIR partitioner (Vitis AI EP on Ryzen AI 1.x, and the DPU compilers of Vitis AI 1.x-3.x)
+#: names each operator it leaves to the CPU: `xir::Op{name = X, type = fix2float} is not
+#: supported by current target. Target name: AMD_AIE2_Nx4_Overlay, target type: IPU_PHX.
+#: Assign it to CPU.` (amd/RyzenAI-SW#85; DPUCZDX8G targets on FPGAs)
+_VITIS_ASSIGN_RE = lazy(r"xir::Op\{name = (?P<name>[^\n]{0,400}?), type = (?P<op>[\w.:\-]+)\} is "
+                        r"not supported by current target\.(?:[^\n]{0,300}?)Assign it to CPU")
+_VITIS_ANY = ("Vitis AI EP", "Assign it to CPU")
 
 CPU_EP = "CPUExecutionProvider"
 #: any line an ONNX Runtime parser acts on contains one of these (a cheap first test)
@@ -250,9 +257,20 @@ def parse_vitisai(text: str) -> List[Entry]:
     """Vitis AI EP operator counts: one "total" entry per `No. of Operators` line with a CPU
     column (count = CPU; the other columns, e.g. NPU, IPU, VITIS_EP_CPU, kept in `columns`)."""
     out: List[Entry] = []
-    if "Vitis AI EP" not in text:
+    if not any(t in text for t in _VITIS_ANY):
         return out
     lines = log_lines(text)
+    if "Assign it to CPU" in text:
+        # counted one by one only when the log states no operator summary (which wins)
+        counted = "No. of Operators" not in text
+        group = None
+        for i in candidate_lines(text, ("Assign it to CPU",)):
+            m = _VITIS_ASSIGN_RE.search(lines[i])
+            if not m:
+                continue
+            group = i + 1 if group is None else group
+            out.append(_entry("vitisai", "op", m.group("op"), 1 if counted else None, "CPU",
+                              i + 1, group, lines[i], node=m.group("name")))
     for i in candidate_lines(text, ("No. of Operators",)):
         raw = lines[i]
         if "No. of Operators" not in raw:
