@@ -1,4 +1,4 @@
-"""IOMMU fault lines that name only a bus address (Intel DMAR, AMD-Vi without a driver prefix):
+"""Kernel lines that name only a bus address (Intel DMAR, AMD-Vi without a driver prefix, the PCI core):
 they count for an accelerator only when another line names the same device with its driver."""
 
 from __future__ import annotations
@@ -42,3 +42,12 @@ def test_amd_vi_page_fault_without_driver_prefix(tmp_path):
     line = "[  221.5] AMD-Vi: Event logged [IO_PAGE_FAULT device=03:00.0 domain=0x0012 address=0x00000000ff6101b0 flags=0x0070]\n"
     (f,) = _findings(tmp_path, NV + line)
     assert f["subject"] == "nvidia 0000:03:00.0"
+
+
+def test_pci_core_d3_line_counts_when_a_driver_line_names_the_device(tmp_path):
+    # Bumblebee-Project/bbswitch#159: the PCI core prints it as "pci" when no driver is bound
+    d3 = "[    9.0] pci 0000:03:00.0: Refused to change power state, currently in D3\n"
+    report = check_json(make_snapshot(tmp_path / "a", commands=[(["dmesg"], 0, NV + d3)]))
+    assert [f["subject"] for f in report["findings"] if f["id"] == "device-unresponsive"] == ["nvidia 0000:03:00.0"]
+    report = check_json(make_snapshot(tmp_path / "b", commands=[(["dmesg"], 0, d3)]))
+    assert "device-unresponsive" not in finding_ids(report)
