@@ -235,3 +235,24 @@ def test_signature_cause_rules_are_the_rules_that_match_them():
     assert with_cause, "no signature declares a cause_rule"
     for sid, rule in with_cause.items():
         assert rule in RULE_IDS and rule in selects.get(sid, set()), (sid, rule)
+
+
+# rockchip-linux/rknn-toolkit2#44 (case h304) and #218 (case t05): librknnrt's "failed to malloc
+# npu memory" is the finding when nothing else explains it, evidence when the kernel's swiotlb line does
+RKNN_MALLOC = "E RKNN: failed to malloc npu memory!, size: 59187712, flags: 0x2\n"
+
+
+def test_rknn_malloc_failure_alone_raises_runtime_init_failed(tmp_path):
+    snap = make_snapshot(tmp_path / "s", logs={"app.log": RKNN_MALLOC})
+    (f,) = _by_id(check_json(snap), "runtime-init-failed")
+    assert f["subject"] == "rknpu"
+
+
+def test_rknn_malloc_failure_after_swiotlb_full_is_evidence(tmp_path):
+    snap = make_snapshot(
+        tmp_path / "s",
+        commands=[(["dmesg"], 0, "[  47.025] RKNPU fde40000.npu: swiotlb buffer is full (sz: 6422528 bytes)\n")],
+        logs={"app.log": RKNN_MALLOC})
+    (f,) = _by_id(check_json(snap), "runtime-init-failed")
+    assert "swiotlb" in f["message"]
+    assert any("could not allocate a 59187712-byte NPU buffer" in a and "consequence" in a for a in _also(f))

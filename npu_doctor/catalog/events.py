@@ -123,7 +123,7 @@ def group_by_subject(events: List[Dict[str, Any]]) -> None:
             ev.pop("rule")
 
 
-_BDF_RE = lazy(r"^(?:(?P<domain>[0-9a-fA-F]{4}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<slot>[0-9a-fA-F]{2})(?:\.(?P<fn>[0-7]))?$")
+_BDF_RE = lazy(r"^(?:(?P<domain>[0-9a-fA-F]{4}):)?(?:0x)?(?P<bus>[0-9a-fA-F]{2}):(?:0x)?(?P<slot>[0-9a-fA-F]{2})(?:\.(?P<fn>[0-7]))?$")
 
 
 def is_bdf(text: object) -> bool:
@@ -133,7 +133,8 @@ def is_bdf(text: object) -> bool:
 
 def full_bdf(text: str) -> str:
     """A PCI address as the contract writes it (`0000:3b:00.0`): Xid lines print `0000:3b:00`,
-    older drivers `3b:00.0`. Anything that is no PCI address is returned as it was."""
+    older drivers `3b:00.0`, Intel DMAR faults of v5.14-v5.15 `0x3b:0x00.0`. Anything that is no PCI
+    address is returned as it was."""
     m = _BDF_RE.match(text)
     if not m:
         return text
