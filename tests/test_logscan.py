@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from npu_doctor.catalog import load_catalogs
-from npu_doctor.collectors import logscan
+from npu_doctor.collectors import logscan, pastes
 from npu_doctor.host import LiveHost
 from npu_doctor.host.logfile import decode_log
 from npu_doctor.parsers.fallback import parse_fallback_logs
@@ -104,7 +104,7 @@ def test_unreadable_log_is_a_host_error(config, tmp_path):
 
 def test_pasted_table_keeps_only_lines_that_start_with_a_bar():
     # a "|" elsewhere in a line (a shell pipe, a markdown cell mid-line) is not the table
-    t = logscan._PastedTable()
+    t = pastes.PastedTable()
     lines = ["+---+", "ls | grep nvidia", "old | row", "  |  NVIDIA-SMI 535.54 Driver Version: 535.54 |",
              "\t| 0  Tesla T4  Off |", "foo"]
     t.feed(lines, "\n".join(lines))

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 import threading
 import weakref
 from itertools import chain
@@ -36,9 +35,9 @@ from ..catalog.logtext import literal_needles
 from ..catalog.needles import LineFilter, LineNeedles
 from ..errors import HostError
 from ..host.logstream import iter_log_chunks
-from ..lazyregex import lazy
 from ..parsers.fallback import TRIGGER_NEEDLES, parse_fallback_logs
 from ..parsers.rknn import parse_runtime_log
+from .pastes import PastedReport, PastedTable
 
 #: Characters of log text the whole-text parsers (CPU fallback, RKNN) see at a time.
 WINDOW_CHARS = 2 << 20
@@ -55,15 +54,6 @@ PARSER_NEEDLES = frozenset(TRIGGER_NEEDLES + (RKNN_TRIGGER,))
 #: Characters of one log line that signatures look at.
 MAX_SCAN_LINE = 4096
 MAX_EVENTS_PER_SIGNATURE = 50
-#: The banner line of an `nvidia-smi -q` report (`==============NVSMI LOG==============`).
-NVSMI_BANNER = "NVSMI LOG=="
-#: Characters of a pasted `nvidia-smi -q` report kept (a report is ~7 KB per GPU).
-NVSMI_REPORT_CHARS = 1 << 20
-NVSMI_TABLE_HEADER = "NVIDIA-SMI "
-#: A line of the table: "|" after blanks, to the end of the line ("\n"-joined chunk text).
-_TABLE_LINE = lazy(r"^[^\S\n]*(\|[^\n]*)", re.MULTILINE)
-
-
 class LogScan:
     """What one pass over one log found: signature and catalog events, CPU-fallback entries
     (parsers.fallback shape), the RKNN runtime-log facts (parsers.rknn shape), line count."""
@@ -84,55 +74,6 @@ class LogScan:
         #: the `|`-lines of nvidia-smi's default table pasted into the log (from its last
         #: "NVIDIA-SMI ... Driver Version" header on, at most NVSMI_REPORT_CHARS characters)
         self.nvsmi_table: Optional[str] = None
-
-
-class _PastedReport:
-    """The lines from the last `nvidia-smi -q` banner on (the next banner starts again)."""
-
-    def __init__(self) -> None:
-        self.parts: List[str] = []
-        self.chars = 0
-        self.found = False
-
-    def feed(self, lines: List[str], text: str) -> None:
-        if NVSMI_BANNER in text:
-            at = max(i for i, line in enumerate(lines) if NVSMI_BANNER in line)
-            self.parts, self.chars, self.found = [], 0, True
-            lines = lines[at:]
-            text = "\n".join(lines)
-        elif not self.found or self.chars >= NVSMI_REPORT_CHARS:
-            return
-        self.parts.append(text[:NVSMI_REPORT_CHARS - self.chars])
-        self.chars += len(self.parts[-1]) + 1
-
-    def text(self) -> Optional[str]:
-        return "\n".join(self.parts) if self.found else None
-
-
-class _PastedTable:
-    """The lines of nvidia-smi's default table (they start with `|`), from its last header on;
-    rows without any header (a paste of a few rows) are kept too."""
-
-    def __init__(self) -> None:
-        self.parts: List[str] = []
-        self.chars = 0
-
-    def feed(self, lines: List[str], text: str) -> None:
-        if "|" not in text:
-            return
-        # only the lines that start with "|" are looked at (a "|" anywhere in a chunk is
-        # common: a line loop over every chunk holding one cost ~1 ms a chunk)
-        for m in _TABLE_LINE.finditer(text):
-            s = m.group(1)
-            if NVSMI_TABLE_HEADER in s and "Driver Version" in s:
-                self.parts, self.chars = [], 0
-            if self.chars >= NVSMI_REPORT_CHARS:
-                continue
-            self.parts.append(s[:NVSMI_REPORT_CHARS - self.chars])
-            self.chars += len(self.parts[-1]) + 1
-
-    def text(self) -> Optional[str]:
-        return "\n".join(self.parts) if self.parts else None
 
 
 class SignatureMatcher:
@@ -304,8 +245,8 @@ def scan_one(name: str, chunks: Iterable[List[str]], signatures: Iterable[Any],
     scan = LogScan(name)
     sig = SignatureMatcher(signatures, "runtime", name)
     win = _Windowed(scan)
-    pasted = _PastedReport()
-    table = _PastedTable()
+    pasted = PastedReport()
+    table = PastedTable()
     run = None
     needles = set(sig.needles) | PARSER_NEEDLES
     if catalogs is not None:

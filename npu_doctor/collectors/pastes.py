@@ -1,0 +1,67 @@
+"""Tool output pasted into a log, kept during the one pass over it (collectors.logscan): the
+last `nvidia-smi -q` report and the last `nvidia-smi` default table, for a snapshot that has
+the log but not the command (collectors.nvidia reads them then)."""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional
+
+from ..lazyregex import lazy
+
+#: The banner line of an `nvidia-smi -q` report (`==============NVSMI LOG==============`).
+NVSMI_BANNER = "NVSMI LOG=="
+#: Characters of a pasted `nvidia-smi -q` report kept (a report is ~7 KB per GPU).
+NVSMI_REPORT_CHARS = 1 << 20
+NVSMI_TABLE_HEADER = "NVIDIA-SMI "
+#: A line of the table: "|" after blanks, to the end of the line ("\n"-joined chunk text).
+_TABLE_LINE = lazy(r"^[^\S\n]*(\|[^\n]*)", re.MULTILINE)
+
+
+class PastedReport:
+    """The lines from the last `nvidia-smi -q` banner on (the next banner starts again)."""
+
+    def __init__(self) -> None:
+        self.parts: List[str] = []
+        self.chars = 0
+        self.found = False
+
+    def feed(self, lines: List[str], text: str) -> None:
+        if NVSMI_BANNER in text:
+            at = max(i for i, line in enumerate(lines) if NVSMI_BANNER in line)
+            self.parts, self.chars, self.found = [], 0, True
+            lines = lines[at:]
+            text = "\n".join(lines)
+        elif not self.found or self.chars >= NVSMI_REPORT_CHARS:
+            return
+        self.parts.append(text[:NVSMI_REPORT_CHARS - self.chars])
+        self.chars += len(self.parts[-1]) + 1
+
+    def text(self) -> Optional[str]:
+        return "\n".join(self.parts) if self.found else None
+
+
+class PastedTable:
+    """The lines of nvidia-smi's default table (they start with `|`), from its last header on;
+    rows without any header (a paste of a few rows) are kept too."""
+
+    def __init__(self) -> None:
+        self.parts: List[str] = []
+        self.chars = 0
+
+    def feed(self, lines: List[str], text: str) -> None:
+        if "|" not in text:
+            return
+        # only the lines that start with "|" are looked at (a "|" anywhere in a chunk is
+        # common: a line loop over every chunk holding one cost ~1 ms a chunk)
+        for m in _TABLE_LINE.finditer(text):
+            s = m.group(1)
+            if NVSMI_TABLE_HEADER in s and "Driver Version" in s:
+                self.parts, self.chars = [], 0
+            if self.chars >= NVSMI_REPORT_CHARS:
+                continue
+            self.parts.append(s[:NVSMI_REPORT_CHARS - self.chars])
+            self.chars += len(self.parts[-1]) + 1
+
+    def text(self) -> Optional[str]:
+        return "\n".join(self.parts) if self.parts else None
