@@ -43,16 +43,21 @@ def continues(prev: str, line: str) -> bool:
     return prev.rstrip().endswith(":") and line[:1].islower() and strip_prefix(line) == line.strip()
 
 
+def _holds(low: str, extra: List[List[str]]) -> bool:
+    """Whether the lower-cased line holds one needle of every set."""
+    for alts in extra:  # loops, not all(any(...)): this runs for every candidate line
+        for x in alts:
+            if x in low:
+                break
+        else:
+            return False
+    return True
+
+
 def _any_held(low: str, checked: List[Tuple[int, Any, List[List[str]]]]) -> bool:
     """Whether the lower-cased line holds one needle of every further set of some pattern."""
     for _order, _m, extra in checked:
-        for alts in extra:
-            for x in alts:
-                if x in low:
-                    break
-            else:
-                break
-        else:
+        if _holds(low, extra):
             return True
     return False
 
@@ -205,16 +210,7 @@ class LogClassifier:
         if not checked:
             return fixed
         low = line.lower()
-        keep = []
-        for order, m, extra in checked:
-            for alts in extra:  # loops, not all(any(...)): this runs for every candidate line
-                for x in alts:
-                    if x in low:
-                        break
-                else:
-                    break
-            else:
-                keep.append((order, m))
+        keep = [(order, m) for order, m, extra in checked if _holds(low, extra)]
         if not keep:
             return fixed
         keep.extend(index.orders[id(m)] for m in fixed)

@@ -13,6 +13,8 @@ import json
 import re
 from typing import Iterable, Iterator, List, Optional, Tuple
 
+from .needles import minimal_needles
+
 try:  # Python 3.11+ keeps the regex parser private; 3.8-3.10 have sre_parse
     from re import _parser as _sre_parse  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - older Pythons
@@ -183,12 +185,7 @@ def _set_score(needles: List[str]) -> Tuple[int, int]:
 def _without_supersets(needles: Iterable[str]) -> List[str]:
     """The needles of a set that contain no other needle of it, sorted: a line holding
     'status: ' holds 'status:', so the shorter alone lets the same lines through."""
-    uniq = sorted(set(needles), key=len)
-    keep: List[str] = []
-    for n in uniq:
-        if not any(k in n for k in keep):
-            keep.append(n)
-    return sorted(keep)
+    return sorted(minimal_needles(needles))
 
 
 #: Most strings a literal-only piece of a pattern may stand for (`_exact`): beyond it the

@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 import re
 import threading
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 try:  # optional accelerator; the pure-Python path gives the same lines
     import ahocorasick as _ahocorasick  # type: ignore[import-not-found]
@@ -74,7 +74,25 @@ class _HyperscanNeedles:
         return out
 
 
-def _minimal(needles: Iterable[str]) -> List[str]:
+def _by_line(hits: Iterable[Tuple[int, str]], count: Any, newline: Any) -> Dict[int, List[str]]:
+    """{0-based line: needles (each once)} from (end offset, needle) hits in ascending offset
+    order; `count` is the scanned text's count method, `newline` its line break ("\\n" or
+    b"\\n"): the line of a hit is the breaks counted since the last hit (a C loop)."""
+    out: Dict[int, List[str]] = {}
+    line, pos = 0, 0
+    for end, n in hits:
+        if end > pos:
+            line += count(newline, pos, end)
+            pos = end
+        have = out.get(line)
+        if have is None:
+            out[line] = [n]
+        elif n not in have:
+            have.append(n)
+    return out
+
+
+def minimal_needles(needles: Iterable[str]) -> List[str]:
     """The needles that contain no other needle (same lines, fewer searches)."""
     uniq = sorted(set(needles), key=len)
     keep: List[str] = []
@@ -88,7 +106,7 @@ class LineFilter:
     """`hits(block)`: indices of the lines of block that contain a needle (lower-cased)."""
 
     def __init__(self, needles: Iterable[str], use_automaton: bool = True) -> None:
-        self.needles = _minimal(n.lower() for n in needles if n)
+        self.needles = minimal_needles(n.lower() for n in needles if n)
         self._automaton = None
         if use_automaton and _ahocorasick is not None and self.needles:
             a = _ahocorasick.Automaton()
@@ -173,7 +191,7 @@ class LineNeedles:
         if self._automaton is None:
             # the str.find path's tables (quadratic in the needles: 10+ ms for the shipped
             # catalogs, so not built when the automaton does the scan)
-            self._minimal = _minimal(self.needles)
+            self._minimal = minimal_needles(self.needles)
             # for each minimal needle, the needles that contain it (itself first)
             self._sup = {m: [m] + [n for n in self.needles if m in n and n != m] for m in self._minimal}
 
@@ -197,18 +215,7 @@ class LineNeedles:
             if db is not None:
                 return self._scan_bytes(db, low.encode("utf-8", "surrogatepass"))
         if self._automaton is not None:
-            count = low.count
-            line, pos = 0, 0
-            for end, n in self._automaton.iter(low):
-                if end > pos:
-                    line += count("\n", pos, end)
-                    pos = end
-                have = out.get(line)
-                if have is None:
-                    out[line] = [n]
-                elif n not in have:
-                    have.append(n)
-            return out
+            return _by_line(self._automaton.iter(low), low.count, "\n")
         found: Dict[int, List[str]] = {}
         find, rfind, size = low.find, low.rfind, len(low)
         for m in self._minimal:
@@ -237,20 +244,8 @@ class LineNeedles:
         return out
 
     def _scan_bytes(self, db: _HyperscanNeedles, data: bytes) -> Dict[int, List[str]]:
-        out: Dict[int, List[str]] = {}
-        needles, count = self.needles, data.count
-        line, pos = 0, 0
-        for end, i in db.hits(data):
-            if end > pos:
-                line += count(b"\n", pos, end)
-                pos = end
-            n = needles[i]
-            have = out.get(line)
-            if have is None:
-                out[line] = [n]
-            elif n not in have:
-                have.append(n)
-        return out
+        needles = self.needles
+        return _by_line(((end, needles[i]) for end, i in db.hits(data)), data.count, b"\n")
 
     def present(self, low: str) -> List[str]:
         """The needles in one lower-cased line."""
