@@ -240,6 +240,14 @@ class Signature:
     fields: Dict[str, Any]
     file: str = ""
     unless: Optional[LazyRegex] = None
+    #: the regex's literal prefilter needles (catalog.logtext.literal_needles; None: none, try
+    #: every line), found at load so a configuration read back from the cache has them
+    needles: Optional[List[str]] = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        from .catalog.logtext import literal_needles
+
+        self.needles = literal_needles(self.regex.pattern, self.regex.flags)
 
 
 SIGNATURE_KEYS = {"id", "scope", "regex", "fields", "description", "flags", "unless"}

@@ -31,7 +31,6 @@ import weakref
 from itertools import chain
 from typing import AbstractSet, Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
-from ..catalog.logtext import literal_needles
 from ..catalog.needles import LineFilter, LineNeedles
 from ..errors import HostError
 from ..host.logstream import iter_log_chunks
@@ -87,7 +86,7 @@ class SignatureMatcher:
         needles: List[str] = []
         self.always = False
         for s in self.sigs:
-            got = literal_needles(s.regex.pattern, s.regex.flags)
+            got = s.needles
             if not got:
                 self.always = True
             needles += got or []
