@@ -76,6 +76,16 @@ def test_cached_catalogs_are_read_only_when_a_log_needs_them(cache_dir, tmp_path
     got = cached.catalogs.match_text(line, "dmesg", ("kernel",), "kernel")
     assert cached.catalogs._obj is not None
     assert got == fresh.catalogs.match_text(line, "dmesg", ("kernel",), "kernel") != []
+    # of the catalogs, only those with a regex that matched the line were read: the others'
+    # entries are still their pickles
+    cats = cached.catalogs.loaded()._cats
+    read = {c.id for c in cats if not isinstance(c, bytes)}
+    assert {e["catalog"] for e in got} <= read
+    assert 0 < len(read) <= 3 < len(cats)
+    # and every catalog reads back whole, equal to the files
+    assert [c.id for c in cached.catalogs.catalogs] == [c.id for c in fresh.catalogs.catalogs]
+    assert [e.describe() for e in cached.catalogs.entries()] == \
+        [e.describe() for e in fresh.catalogs.entries()]
 
 
 def test_a_changed_rules_file_is_read_afresh(cache_dir, tmp_path):

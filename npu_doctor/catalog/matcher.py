@@ -7,8 +7,9 @@ distinct message, with `count`, the rule it raises (or benign), its message, fix
 
 from __future__ import annotations
 
+import pickle
 import re
-from dataclasses import dataclass, field
+import threading
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from ..errors import ConfigError
@@ -48,46 +49,66 @@ def load_catalogs(extra_dirs: Iterable[str] = ()) -> "CatalogSet":
 
 
 # -- matching ------------------------------------------------------------------------------
-@dataclass(eq=False)  # compared by identity; no generated __eq__ (start-up)
 class _Matcher:
-    """One regex to try on a line: an entry's own pattern, or a catalog's code pattern."""
+    """One regex to try on a line: an entry's own pattern, or a catalog's code pattern.
 
-    rx: "LazyRegex"
-    needles: Optional[List[str]]
-    scope: str
-    catalog: Catalog
-    entry: Optional[Entry]  # None: a code pattern (entry chosen by the code it finds)
-    generic: bool
-    #: needle sets (logtext.literal_needle_sets) a line must also hold, beyond one of
-    #: `needles`, to be worth the regex; found at load, so a cached configuration has them
-    extra: List[List[str]] = field(default_factory=list)
+    It names its catalog and entry by position in its CatalogSet (`catalog`, `entry` look them
+    up), so a set read back from the configuration cache unpickles a catalog's entries only
+    when one of its regexes matches."""
 
-    def __post_init__(self) -> None:
-        if self.needles:
-            self.extra = [s for s in literal_needle_sets(self.rx.pattern, self.rx.flags)
-                          if not all(any(x in n for x in s) for n in self.needles)]  # not implied
+    __slots__ = ("rx", "needles", "scope", "generic", "extra", "_owner", "_ci", "_ei")
+
+    def __init__(self, rx: "LazyRegex", needles: Optional[List[str]], scope: str, owner: "CatalogSet",
+                 ci: int, ei: int, generic: bool, extra: Optional[List[List[str]]] = None) -> None:
+        self.rx, self.needles, self.scope, self.generic = rx, needles, scope, generic
+        self._owner, self._ci, self._ei = owner, ci, ei  # ei < 0: a code pattern
+        if extra is None:
+            # needle sets (logtext.literal_needle_sets) a line must also hold, beyond one of
+            # `needles`, to be worth the regex; found at load, so a cached configuration has them
+            extra = [s for s in literal_needle_sets(rx.pattern, rx.flags)
+                     if not all(any(x in n for x in s) for n in needles)] if needles else []
+        self.extra = extra
+
+    @property
+    def catalog(self) -> Catalog:
+        return self._owner.catalog_at(self._ci)
+
+    @property
+    def entry(self) -> Optional[Entry]:
+        """The entry whose pattern this is; None: a code pattern (entry chosen by the code it
+        finds)."""
+        return None if self._ei < 0 else self._owner.catalog_at(self._ci).entries[self._ei]
+
+    def __reduce__(self) -> Any:
+        return (_Matcher, (self.rx, self.needles, self.scope, self._owner, self._ci, self._ei,
+                           self.generic, self.extra))
 
 
 class CatalogSet:
-    """All loaded catalogs, with the matchers built once."""
+    """All loaded catalogs, with the matchers built once.
+
+    Pickled (the configuration cache), each catalog is a blob of its own, read back by
+    catalog_at on first use: a log matches a few catalogs' regexes, and the entries (their
+    meanings, fixes, examples) are most of the bytes."""
 
     def __init__(self, catalogs: List[Catalog]) -> None:
-        self.catalogs = catalogs
+        self._cats: List[Any] = list(catalogs)  # Catalog, or its pickle until first use
+        self._lock = threading.Lock()
         self.matchers: List[_Matcher] = []
         self.drivers: Dict[str, str] = {}
         self._cleared: Dict[Tuple[str, str], List[str]] = {}
-        for cat in catalogs:
+        for ci, cat in enumerate(catalogs):
             for e in cat.entries:
                 if e.cleared_by:
                     self._cleared[(cat.id, e.key)] = e.cleared_by
             self.drivers.update(cat.drivers)
             for p in cat.code_patterns:
                 self.matchers.append(_Matcher(p, literal_needles(p.pattern, p.flags), cat.scope,
-                                              cat, None, cat.generic))
-            for e in cat.entries:
+                                              self, ci, -1, cat.generic))
+            for ei, e in enumerate(cat.entries):
                 if e.pattern is not None:
                     self.matchers.append(_Matcher(e.pattern, literal_needles(e.pattern.pattern, e.pattern.flags),
-                                                  e.scope, cat, e, cat.generic))
+                                                  e.scope, self, ci, ei, cat.generic))
         self._order = {id(m): i for i, m in enumerate(self.matchers)}
         self._always = [m for m in self.matchers if not m.needles]
         self._by_needle: Dict[str, List[_Matcher]] = {}
@@ -97,16 +118,36 @@ class CatalogSet:
         self._needle_set = NeedleSet(self._by_needle)
         self._chunk_index: Dict[Tuple[str, ...], Any] = {}  # chunkmatch._Index per scopes
 
+    @property
+    def catalogs(self) -> List[Catalog]:
+        """Every catalog, in load order (all read back now if they were pickled)."""
+        return [self.catalog_at(i) for i in range(len(self._cats))]
+
+    def catalog_at(self, i: int) -> Catalog:
+        """The i-th catalog (unpickled now if it was not yet; thread-safe: probes run in
+        parallel)."""
+        cat = self._cats[i]
+        if isinstance(cat, bytes):
+            with self._lock:
+                cat = self._cats[i]
+                if isinstance(cat, bytes):
+                    cat = self._cats[i] = pickle.loads(cat)
+        return cat  # type: ignore[no-any-return]
+
     def __setstate__(self, state: Dict[str, Any]) -> None:
         # read back from the configuration cache (npu_doctor.configcache): the matchers are
         # new objects, so the order keyed by id() is rebuilt
         self.__dict__.update(state)
+        self._lock = threading.Lock()
         self._order = {id(m): i for i, m in enumerate(self.matchers)}
         self._chunk_index = {}
 
     def __getstate__(self) -> Dict[str, Any]:
         # the chunk indexes (built on first match, keyed by id()) are rebuilt after a read-back
-        return {k: v for k, v in self.__dict__.items() if k != "_chunk_index"}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_chunk_index", "_lock")}
+        state["_cats"] = [c if isinstance(c, bytes) else pickle.dumps(c, protocol=pickle.HIGHEST_PROTOCOL)
+                          for c in self._cats]
+        return state
 
     def _accelerator_driver(self, groups: Dict[str, str]) -> bool:
         return any(groups.get(k) in self.drivers for k in ("driver", "module"))
