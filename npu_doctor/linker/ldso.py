@@ -41,7 +41,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 from ..errors import CommandNotFound, HostError
 from ..host import Host
 from ..lazyregex import lazy
-from ..namematch import any_match
+from ..namematch import name_patterns
 from .elf import ElfError, ElfInfo, NotElf, read_elf
 from .ldcache import CACHE_FILE, LDCONFIG_P, CacheEntry, parse_ld_so_cache, parse_ldconfig_p
 
@@ -282,7 +282,7 @@ class Resolver:
         Raises NotElf/ElfError/HostError when the root itself cannot be read.
         """
         info = read_elf(self.host, root)
-        assume = list(assume_loaded)
+        assume = name_patterns(assume_loaded)
         nodes: List[Node] = []
         by_path: Dict[str, Node] = {}
         loaded: Dict[str, str] = {}  # DT_NEEDED name or SONAME -> path (ld.so _dl_name_match_p)
@@ -302,7 +302,7 @@ class Resolver:
                 if name in loaded:
                     node.resolutions[name] = Resolution(name, loaded[name], via="loaded")
                     continue
-                if any_match(name, assume):
+                if assume.match(name):
                     node.resolutions[name] = Resolution(name, None, via="assumed")
                     continue
                 res = self.resolve(name, path, inf, inherited)
