@@ -12,7 +12,21 @@ from .common import Entry, _entry, candidate_lines, log_lines, strip_prefix
 _TORCH_FALLBACK_RE = lazy(
     r"The operator '(?P<op>[^']+)' is not currently supported on the (?P<backend>\w+) backend "
     r"and will fall ?back to run on (?:the )?CPU")
+#: torch-xpu-ops (Intel GPU, XPUFallback.template xpu_fallback_impl) with
+#: PYTORCH_DEBUG_XPU_FALLBACK=1: 2.4+ `The operator 'aten::cholesky on the XPU backend is falling
+#: back to run on the CPU.` (the name is printed without its closing quote); the first release:
+#: `The operator 'aten::choleskyon the XPU backend and will fall back to run on the CPU.`
+_XPU_DEBUG_RE = lazy(
+    r"The operator '(?P<op>[\w:.]+?)'? ?on the (?P<backend>\w+) backend (?:is falling back|"
+    r"and will fall ?back) to run on (?:the )?CPU")
+#: ... and without it, once per process and naming no operator: `Aten Op fallback from XPU to CPU
+#: happends. This may have performance implications. If need debug the fallback ops please set
+#: environment variable `PYTORCH_DEBUG_XPU_FALLBACK=1`` (a UserWarning, or the C++ handler's
+#: `[W128 09:40:21.158 RegisterXPU.cpp:45778] Warning: ...`; "happens" in 2.8+)
+#: (intel/torch-xpu-ops#4253, #1328)
+_XPU_ANY_RE = lazy(r"Aten Op fallback from (?P<backend>\w+) to CPU happen")
 _TORCH_START_RE = lazy(r"The operator '")
+TRIGGER_LITERALS = ("The operator '", "Aten Op fallback from")
 
 
 @parser("fallback_torch_npu")
@@ -24,24 +38,33 @@ def parse_torch_npu(text: str) -> List[Entry]:
     operator counts once per log (torch warns once per process; ranks repeat it).
     """
     out: List[Entry] = []
-    if "The operator '" not in text:
+    if not any(t in text for t in TRIGGER_LITERALS):
         return out
     lines = log_lines(text)
     seen = set()
+    if "Aten Op fallback from" in text:
+        for i in candidate_lines(text, ("Aten Op fallback from",)):
+            m = _XPU_ANY_RE.search(lines[i])
+            if not m or ("", m.group("backend")) in seen:
+                continue
+            seen.add(("", m.group("backend")))
+            # some operator ran on the CPU; the warning names none and states no count
+            out.append(_entry("torch", "op", None, None, "CPU", i + 1, 0, strip_prefix(lines[i]),
+                              backend=m.group("backend"), unnamed=True))
     for i in candidate_lines(text, ("The operator '",)):
         raw = lines[i]
         if not _TORCH_START_RE.search(raw):
             continue
         parts = [strip_prefix(raw)]
         joined = parts[0]
-        m = _TORCH_FALLBACK_RE.search(joined)
+        m = _TORCH_FALLBACK_RE.search(joined) or _XPU_DEBUG_RE.search(joined)
         k = i + 1
         while not m and k < len(lines) and k <= i + 3:
             # a terminal wraps mid-word (no blank) or at a blank that rstrip removed
             parts.append(strip_prefix(lines[k]))
             for sep in ("", " "):
                 joined = sep.join(parts)
-                m = _TORCH_FALLBACK_RE.search(joined)
+                m = _TORCH_FALLBACK_RE.search(joined) or _XPU_DEBUG_RE.search(joined)
                 if m:
                     break
             k += 1
