@@ -134,3 +134,36 @@ def test_mps_wording_still_reads():
             "and will fall back to run on the CPU. This may have performance implications.")
     es = parse_fallback_logs(line)
     assert [(e["runtime"], e["op"]) for e in es] == [("torch", "aten::sgn.out")]
+
+
+MPS_NATIVE = [
+    ("/opt/anaconda3/envs/andrej_gpt2/lib/python3.10/site-packages/torch/_tensor_str.py:138: "
+     "UserWarning: MPS: nonzero op is supported natively starting from macOS 13.0. Falling back on "
+     "CPU. This may have performance implications. (Triggered internally at /Users/runner/work/"
+     "pytorch/pytorch/pytorch/aten/src/ATen/native/mps/operations/Indexing.mm:335.)", "nonzero"),
+    ("UserWarning: MPS: pixel_shuffle op is supported starting from macOS 13.0. Falling back on CPU. "
+     "This may have performance implications.", "pixel_shuffle"),
+    ("UserWarning: MPS: nonzero op is not natively supported for the provided input on MacOS14Falling "
+     "back on CPU. This may have performance implications.See github.com/pytorch/pytorch/issues/"
+     "122916 for further info", "nonzero"),   # "MacOS14Falling": run together in the source
+    ("UserWarning: MPS: passing scale factor to upsample ops is supported natively starting from "
+     "macOS 13.0. Falling back on CPU. This may have performance implications.", "upsample"),
+    ("UserWarning: MPS: passing divisor to Average Pooling op with int64 input is not supported on "
+     "MPS backend. Falling back on CPU. This may have performance implications.", "Average Pooling"),
+    ("UserWarning: MPS: FFT operations are only supported natively starting from macOS 14.0. "
+     "Falling back on CPU. This may have performance implications.", "FFT"),
+    ("UserWarning: MPS: grid_sampler_2d op is supported natively starting from macOS 13.2. Falling "
+     "back on CPU. This may have performance implications.", "grid_sampler_2d"),
+]
+
+
+def test_mps_native_fallback_every_wording():
+    for line, op in MPS_NATIVE:
+        es = parse_fallback_logs(line)
+        assert [(e["runtime"], e["op"], e["backend"]) for e in es] == [("torch", op, "MPS")], line
+
+
+def test_mps_native_fallback_needs_the_mps_prefix():
+    for line in ["[codecarbon WARNING @ 13:28:13] No CPU tracking mode found. Falling back on CPU "
+                 "constant mode.", "GPU not available. Falling back on CPU"]:
+        assert parse_fallback_logs(line) == []

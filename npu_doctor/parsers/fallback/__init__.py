@@ -100,6 +100,10 @@ process, no operator named; "happens" in later releases; intel/torch-xpu-ops#425
 with PYTORCH_DEBUG_XPU_FALLBACK=1, `The operator 'aten::x on the XPU backend is falling back to
 run on the CPU.` per operator.
 
+PyTorch MPS per-operator fallbacks: `MPS: nonzero op is supported natively starting from macOS
+13.0. Falling back on CPU.` and the other `MPS: ... Falling back on CPU` wordings
+(pytorch/pytorch#132110; aten/src/ATen/native/mps/operations; see torch_npu.py).
+
 torch_npu / PyTorch PrivateUse1 fallback (`npu_cpu_fallback`):
 `[W compiler_depend.ts:51] Warning: CAUTION: The operator 'torchvision::nms' is not currently
 supported on the NPU backend and will fall back to run on the CPU. This may have performance

@@ -25,8 +25,21 @@ _XPU_DEBUG_RE = lazy(
 #: `[W128 09:40:21.158 RegisterXPU.cpp:45778] Warning: ...`; "happens" in 2.8+)
 #: (intel/torch-xpu-ops#4253, #1328)
 _XPU_ANY_RE = lazy(r"Aten Op fallback from (?P<backend>\w+) to CPU happen")
+#: the MPS backend's own per-operator fallbacks (aten/src/ATen/native/mps/operations/*.mm,
+#: TORCH_WARN_ONCE), which run an operator on the CPU when this macOS or input cannot run it:
+#: `MPS: nonzero op is supported natively starting from macOS 13.0. Falling back on CPU. This may
+#: have performance implications.` (pytorch/pytorch#132110; 14.0 from 2.4.1), `MPS: pixel_shuffle
+#: op is supported starting from macOS 13.0. ...`, `MPS: nonzero op is not supported for complex
+#: datatypes. ...`, `MPS: nonzero op is not natively supported for the provided input on
+#: MacOS14Falling back on CPU. ...`, `MPS: passing scale factor to upsample ops is supported
+#: natively starting from macOS 13.0. ...`, `MPS: passing divisor to Average Pooling op with int64
+#: input is not supported on MPS backend. ...`, `MPS: FFT operations are only supported natively
+#: starting from macOS 14.0. ...`
+_MPS_NATIVE_RE = lazy(r"\bMPS: (?P<what>[^\n]{1,200}?)\.? ?Falling back on CPU\b")
+_MPS_OP_RE = lazy(r"^(?:passing [\w ]{1,60}? to )?(?P<op>[A-Za-z_][\w.]*(?: [A-Z]\w*)?) "
+                  r"(?:op|ops|operations)\b ?(?P<why>[^\n]*)$")
 _TORCH_START_RE = lazy(r"The operator '")
-TRIGGER_LITERALS = ("The operator '", "Aten Op fallback from")
+TRIGGER_LITERALS = ("The operator '", "Aten Op fallback from", "Falling back on CPU")
 
 
 @parser("fallback_torch_npu")
@@ -51,6 +64,16 @@ def parse_torch_npu(text: str) -> List[Entry]:
             # some operator ran on the CPU; the warning names none and states no count
             out.append(_entry("torch", "op", None, None, "CPU", i + 1, 0, strip_prefix(lines[i]),
                               backend=m.group("backend"), unnamed=True))
+    if "Falling back on CPU" in text:
+        for i in candidate_lines(text, ("Falling back on CPU",)):
+            m = _MPS_NATIVE_RE.search(lines[i])
+            om = _MPS_OP_RE.match(m.group("what")) if m else None
+            if not om or ("MPS", om.group("op")) in seen:
+                continue
+            seen.add(("MPS", om.group("op")))
+            out.append(_entry("torch", "op", om.group("op"), 1, "CPU", i + 1, 0,
+                              strip_prefix(lines[i]), backend="MPS",
+                              reason=f"MPS: {om.group('op')} {om.group('why')}".strip()[:200]))
     for i in candidate_lines(text, ("The operator '",)):
         raw = lines[i]
         if not _TORCH_START_RE.search(raw):
