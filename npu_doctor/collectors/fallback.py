@@ -55,6 +55,8 @@ def _summary(runtime: str, agg: Dict[str, Any], entries: List[Dict[str, Any]]) -
         text = f"{count} {noun} {where} (the log does not name them)"
     elif op_counts:
         text = f"operators {where}: {named} (the log names the types, not how many nodes)"
+    elif any(e.get("unnamed") for e in entries):
+        text = f"operators {where} (the log neither names nor counts them)"
     else:
         text = f"every node {where} (the log states no count)"
     statuses: List[str] = []

@@ -61,6 +61,18 @@ VerifyEachNodeIsAssignedToAnEp; VERBOSE log level):
   1.x-3.x) names the operator type; counted only when the log has no operator summary.
 - The warning `Some nodes were not assigned to the preferred execution providers ...` names
   nothing: it becomes a "hint" entry.
+- ORT's CPU-preference pass (GetCpuPreferredNodes: `Force fallback to CPU execution for node:
+  x`, 1.9+ `ORT optimization- Force fallback ... because the CPU execution path is deemed
+  faster ...`, `Candidate for fallback CPU execution: x`) is not counted: ORT puts those shape
+  nodes on the CPU on purpose although the EP could run them (catalogs/onnxruntime.toml explains
+  the line as benign).
+- QNN EP node validation: `Validation FAILED for nodes (NodeUnit):` (1.18-1.20) / `Validation
+  FAILED for 3 nodes in NodeUnit (Sqrt) :` (1.21+) then `\tOperator type: Sqrt Node name: x
+  Node index: 525` lines (microsoft/onnxruntime#22820); 1.15-1.17 `Node supported: [0] index: [12]
+  name: [x] Operator type: [Sqrt]`; the backend's `QNN.backendValidateOpConfig() failed for node
+  `x` of type `Concat` with error code 3110` (QNN op names; microsoft/onnxruntime#22532) and
+  1.14-1.17 `Validating node failed for: x`. Only the best kind present counts (the EP's
+  unsupported list, then the validation blocks, then the backend lines).
 
 Edge TPU compiler (`edgetpu_compiler` 2.x, 14, 15, 16; stdout and the `*_edgetpu.log`
 operation log): `Number of operations that will run on CPU: 2`, then the table
@@ -82,6 +94,15 @@ RKNN (rknn-toolkit2 1.x/2.x compiler, librknnrt/librknnmrt runtime):
   `rknn fallback cpu failed` (airockchip/rknn-toolkit2#557, #482, #145) and
   `E RKNN: [..] Unsupport CPU op: CumSum in this librknnrt.so, ...` (immich-app/immich#15241):
   the model put the op on the CPU and this runtime has no CPU kernel for it.
+
+PyTorch XPU (torch-xpu-ops XPUFallback): `Aten Op fallback from XPU to CPU happends.` (once per
+process, no operator named; "happens" in later releases; intel/torch-xpu-ops#4253, #1328) and,
+with PYTORCH_DEBUG_XPU_FALLBACK=1, `The operator 'aten::x on the XPU backend is falling back to
+run on the CPU.` per operator.
+
+PyTorch MPS per-operator fallbacks: `MPS: nonzero op is supported natively starting from macOS
+13.0. Falling back on CPU.` and the other `MPS: ... Falling back on CPU` wordings
+(pytorch/pytorch#132110; aten/src/ATen/native/mps/operations; see torch_npu.py).
 
 torch_npu / PyTorch PrivateUse1 fallback (`npu_cpu_fallback`):
 `[W compiler_depend.ts:51] Warning: CAUTION: The operator 'torchvision::nms' is not currently
@@ -117,6 +138,7 @@ from .tensorrt import _ANY as _TRT_ANY
 from .tensorrt import parse_tensorrt_dla
 from .tflite import _ANY as _TFLITE_ANY
 from .tflite import parse_tflite
+from .torch_npu import TRIGGER_LITERALS as TORCH_TRIGGERS
 from .torch_npu import parse_torch_npu
 
 # -- all of them ---------------------------------------------------------------------------
@@ -148,7 +170,7 @@ TRIGGERS: Dict[Any, Tuple[str, ...]] = {
     fn: tuple(sorted({x.lower() for x in lits})) for fn, lits in (
         (parse_onnxruntime, _ORT_ANY), (parse_vitisai, _VITIS_ANY),
         (parse_edgetpu, _ETPU_ANY), (parse_rknn, _RKNN_ANY),
-        (parse_torch_npu, ("The operator '",)), (parse_ascend_aicpu, ("aicpu", "ai_cpu")),
+        (parse_torch_npu, TORCH_TRIGGERS), (parse_ascend_aicpu, ("aicpu", "ai_cpu")),
         (parse_tflite, _TFLITE_ANY), (parse_tensorrt_dla, _TRT_ANY))}
 TRIGGER_NEEDLES = tuple(sorted({x for lits in TRIGGERS.values() for x in lits} | set(ESCAPES)))
 

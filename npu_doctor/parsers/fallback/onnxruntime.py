@@ -34,6 +34,25 @@ _OPENVINO_REJECT_RE = lazy(r"\[OpenVINO-EP\] Rejecting as graph has unsupported 
 #: the QNN EP could not load / initialise its backend or create the device: GetCapability claims
 #: nothing, so the whole graph goes to the CPU EP (qnn_execution_provider.cc GetCapability)
 _QNN_SETUP_FAILED_RE = lazy(r"QNN SetupBackend failed")
+#: QNN EP per-node-unit validation (qnn_execution_provider.cc LogNodeSupport, INFO/VERBOSE):
+#: 1.18-1.20 `Validation FAILED for nodes (NodeUnit):`, 1.21+ `Validation FAILED for 3 nodes in
+#: NodeUnit (Sqrt) :`, then one `\tOperator type: Sqrt Node name: x Node index: 525` line per node
+#: of the group and `\tREASON : ...` (microsoft/onnxruntime#22820); `Validation PASSED` blocks
+#: list nodes that stay on QNN. 1.15-1.17 (IsNodeSupported, VERBOSE): `Node supported: [0] index:
+#: [12] name: [x] Operator type: [Sqrt] as part of the NodeUnit type: [...]`.
+_QNN_VALIDATION_RE = lazy(r"Validation FAILED for (?:nodes \([^)\n]{0,80}\)|\d+ nodes in [^\n]{0,120}?)\s*:")
+_QNN_NODE_LINE_RE = lazy(r"^\s*Operator type: (?P<op>[\w.:\-]+) Node name: (?P<name>[^\n]{0,400}?) "
+                         r"Node index: \d+\s*$")
+_QNN_REASON_RE = lazy(r"^\s*REASON ?:")
+_QNN_NODE_SUPPORTED_RE = lazy(r"Node supported: \[0\] index: \[\d+\] name: \[(?P<name>[^\]\n]{0,400})\] "
+                              r"Operator type: \[(?P<op>[\w.:\-]+)\]")
+#: the QNN backend's own op validation (qnn_model_wrapper.cc CreateQnnNode, WARNING), QNN op type
+#: names (Conv2d, Prelu, ElementWiseAdd): 1.18+ `QNN.backendValidateOpConfig() failed for node
+#: `Concat_4` of type `Concat` with error code 3110` (3110 QNN_OP_PACKAGE_ERROR_VALIDATION_FAILURE;
+#: microsoft/onnxruntime#22532, #22821); 1.14-1.17 `Validating node failed for: Concat_4` (no type)
+_QNN_BACKEND_VALIDATE_RE = lazy(r"backendValidateOpConfig\(\) failed for node `(?P<name>[^`\n]{0,400})` of "
+                                r"type `(?P<op>[\w.:\-]+)` with error(?: code)? (?P<code>-?\d+)")
+_QNN_VALIDATING_OLD_RE = lazy(r"\bValidating node failed for: (?P<name>\S[^\n]{0,400}?)\s*$")
 _VITIS_RE = lazy(r"\[Vitis AI EP\]\s*No\. of Operators\s*:\s*(?P<rest>.*)$")
 _VITIS_PAIR_RE = lazy(r"([A-Za-z_]+)\s+(\d+)(?:\s+[\d.]+%)?")
 #: the XIR partitioner (Vitis AI EP on Ryzen AI 1.x, and the DPU compilers of Vitis AI 1.x-3.x)
@@ -48,7 +67,9 @@ CPU_EP = "CPUExecutionProvider"
 #: any line an ONNX Runtime parser acts on contains one of these (a cheap first test)
 _ORT_ANY = ("placed on [", "Provider: [", "kernel not found in registries", "Unsupported nodes in QNN",
             "Non-QDQ ", "number of nodes in the graph", "OpenVINO-EP] Rejecting",
-            "Some nodes were not assigned", "QNN SetupBackend failed")
+            "Some nodes were not assigned", "QNN SetupBackend failed",
+            "Validation FAILED for", "Node supported: [0]",
+            "backendValidateOpConfig() failed", "Validating node failed for")
 
 
 def _ort_any(text: str) -> bool:
@@ -188,6 +209,45 @@ def parse_onnxruntime(text: str) -> List[Entry]:
                            all_nodes=True, ep="QNN"))
             i += 1
             continue
+        if _QNN_VALIDATION_RE.search(raw):
+            # the block's node lines carry no needle of their own: read them here
+            j = i + 1
+            block: List[Entry] = []
+            while j < n and j <= i + 200:
+                body = lines[j]
+                nm = _QNN_NODE_LINE_RE.match(body) or _QNN_NODE_LINE_RE.match(_ort_body(body))
+                if nm:
+                    block.append(_entry("qnn", "op", nm.group("op"), 1, CPU_EP, j + 1, -3, body,
+                                        node=nm.group("name") or None, tier=2))
+                elif _QNN_REASON_RE.match(body) or _QNN_REASON_RE.match(_ort_body(body)):
+                    for e in block:
+                        e.setdefault("reason", body.strip().split(":", 1)[-1].strip()[:200])
+                else:
+                    break
+                j += 1
+            others.extend(block)
+            i = j
+            continue
+        m = _QNN_NODE_SUPPORTED_RE.search(raw)
+        if m:
+            others.append(_entry("qnn", "op", m.group("op"), 1, CPU_EP, line_no, -3, raw,
+                           node=m.group("name") or None, tier=2))
+            i += 1
+            continue
+        m = _QNN_BACKEND_VALIDATE_RE.search(raw)
+        if m:
+            others.append(_entry("qnn", "op", m.group("op"), 1, CPU_EP, line_no, -3, raw,
+                           node=m.group("name") or None,
+                           reason=f"QNN backendValidateOpConfig error code {m.group('code')}",
+                           tier=3))
+            i += 1
+            continue
+        m = _QNN_VALIDATING_OLD_RE.search(raw)
+        if m:
+            others.append(_entry("qnn", "op", None, 1, CPU_EP, line_no, -3, raw,
+                           node=m.group("name"), tier=3))
+            i += 1
+            continue
         if _ORT_HINT_RE.search(raw):
             others.append(_entry("onnxruntime", "hint", None, None, CPU_EP, line_no, line_no, raw))
         i += 1
@@ -197,6 +257,13 @@ def parse_onnxruntime(text: str) -> List[Entry]:
     out: List[Entry] = []
     seen_nodes = set()
     listed = [e for e in others if e["kind"] == "op"]
+    # QNN's statements of one session, best first: the EP's own list of unsupported node units
+    # (no tier), the per-unit validation blocks (tier 2, ONNX nodes), the backend's op validation
+    # (tier 3, QNN op names): only the best kind present counts, so no node is counted twice
+    qnn_tiers = [e.get("tier", 1) for e in listed if e["runtime"] == "qnn"]
+    if qnn_tiers:
+        best = min(qnn_tiers)
+        listed = [e for e in listed if e["runtime"] != "qnn" or e.get("tier", 1) == best]
     for e in listed:
         key = (e["runtime"], e["op"], e.get("node") or e["line_no"])
         if key in seen_nodes:
