@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Set, Tuple
 
 from ...lazyregex import lazy
 from ...registry import parser
@@ -54,7 +54,7 @@ def parse_torch_npu(text: str) -> List[Entry]:
     if not any(t in text for t in TRIGGER_LITERALS):
         return out
     lines = log_lines(text)
-    seen = set()
+    seen: Set[Tuple[str, str]] = set()
     if "Aten Op fallback from" in text:
         for i in candidate_lines(text, ("Aten Op fallback from",)):
             m = _XPU_ANY_RE.search(lines[i])
@@ -94,9 +94,9 @@ def parse_torch_npu(text: str) -> List[Entry]:
         if not m:
             continue
         op, backend = m.group("op"), m.group("backend")
-        if op in seen:
+        if ("op", op) in seen:
             continue
-        seen.add(op)
+        seen.add(("op", op))
         rt = "torch_npu" if backend.upper() == "NPU" else "torch"
         out.append(_entry(rt, "op", op, 1, "CPU", i + 1, 0, joined, backend=backend))
     return out
