@@ -9,13 +9,26 @@ interpreters' import paths (pyenvcache) and outputs of version queries and `dpkg
 `NPU_DOCTOR_NO_CACHE=1` turns it off; `NPU_DOCTOR_CACHE_DIR` moves it (default
 `$XDG_CACHE_HOME/npu-doctor`, else `~/.cache/npu-doctor`). A missing, unwritable or corrupt
 cache is the same as an empty one.
+
+Most files are per installation path and Python version, so a removed venv's files would stay
+for ever: writing a file deletes the cache's files unused (neither read, by atime, nor written)
+for STALE_S.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
+import time
 from typing import Any, Optional
+
+#: A cache file neither read nor written for this long (seconds) is deleted when another is
+#: written. atime under the default `relatime` mount option is kept to within a day.
+STALE_S = 30 * 86400
+#: The names this module's callers write (and `.<name>.*`, a temp file a killed writer left).
+_FAMILIES = ("config-", "data-cache-", "regex-facts-", "command-outputs-", "python-answers-",
+             "elf-cache")
 
 
 def cache_path(name: str) -> Optional[str]:
@@ -65,9 +78,30 @@ def save_bytes(name: str, data: bytes) -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
+        tmp = None
+        evict_stale(os.path.dirname(path), keep=path)
     except OSError:
         if tmp:
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def evict_stale(directory: str, keep: str = "", now: Optional[float] = None) -> None:
+    """Delete the cache files in directory unused for STALE_S seconds (the later of atime and
+    mtime), except `keep`; names that are not a cache file's are left alone. Never raises."""
+    now = time.time() if now is None else now
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for e in entries:
+        if e.path == keep or not e.name.lstrip(".").startswith(_FAMILIES):
+            continue
+        try:
+            st = e.stat(follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode) and now - max(st.st_atime, st.st_mtime) > STALE_S:
+                os.unlink(e.path)
+        except OSError:
+            pass
