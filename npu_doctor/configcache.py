@@ -31,7 +31,7 @@ from . import __version__, usercache
 _PKG = os.path.dirname(os.path.abspath(__file__))
 _NAME = "config-%s-py%d%d.pickle" % ((format(zlib.crc32(_PKG.encode()), "08x"),) + sys.version_info[:2])
 #: Bump when what is pickled changes shape in a way the source files' mtimes do not show.
-FORMAT = 8
+FORMAT = 9
 
 
 def _source_files() -> List[Tuple[str, int, int]]:

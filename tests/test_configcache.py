@@ -88,6 +88,34 @@ def test_cached_catalogs_are_read_only_when_a_log_needs_them(cache_dir, tmp_path
         [e.describe() for e in fresh.catalogs.entries()]
 
 
+def test_cached_log_indexes_are_read_back_per_scope_and_match_as_built(cache_dir, monkeypatch):
+    from npu_doctor.catalog import chunkmatch
+
+    check.Config.load()
+    cached = check.Config.load().catalogs.loaded()
+    # the per-scope indexes are blobs until a log of those scopes is matched; the one-line
+    # index (explain) is not in the cache at all
+    assert set(cached._chunk_blobs) == set(chunkmatch.STANDARD_SCOPES)
+    assert cached._chunk_index == {} and cached._line_index is None
+    built = []
+    monkeypatch.setattr(chunkmatch._Index, "__init__", lambda self, *a: built.append(a))
+    # real captured lines: an XDNA board's kernel log, and an NVRM Xid line
+    lines = [ln for f in sorted((case_path("c2-07-xdna-wrong-firmware-mbox-magic") / "logs").iterdir())
+             for ln in f.read_text().splitlines()]
+    lines.append("[  7.2] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.")
+    got_k = cached.match_lines(lines, "dmesg", ("kernel",), "kernel")
+    got_r = cached.match_lines(lines, "app.log", ("kernel", "runtime"), "runtime")
+    assert set(cached._chunk_index) == set(chunkmatch.STANDARD_SCOPES) and not built
+    monkeypatch.undo()
+    monkeypatch.setenv("NPU_DOCTOR_CACHE_DIR", str(cache_dir))
+    monkeypatch.setenv("NPU_DOCTOR_NO_CACHE", "1")
+    fresh = check.Config.load().catalogs
+    assert got_k == fresh.match_lines(lines, "dmesg", ("kernel",), "kernel") != []
+    assert got_r == fresh.match_lines(lines, "app.log", ("kernel", "runtime"), "runtime") != []
+    # explain's one-line lookup builds its index on first use
+    assert cached.lookup(lines[-1]) and cached._line_index is not None
+
+
 def test_a_changed_rules_file_is_read_afresh(cache_dir, tmp_path):
     rules_dir = _site_rules(tmp_path, "kernel seen")
     check.Config.load((), [rules_dir])

@@ -62,10 +62,15 @@ def _any_held(low: str, checked: List[Tuple[int, Any, List[List[str]]]]) -> bool
     return False
 
 
+#: The scopes a check's logs are matched with: the kernel log (collectors.logs) and runtime
+#: logs (collectors.logscan). Their indexes are kept in the configuration cache.
+STANDARD_SCOPES = (("kernel",), ("kernel", "runtime"))
+
+
 class _Index:
     """Per needle, the patterns (of the scopes asked for) it is the prefilter of, with the
     needle sets beyond it that the line must also satisfy; built once per CatalogSet and
-    scopes."""
+    scopes, and pickled with it (CatalogSet.__getstate__)."""
 
     def __init__(self, cs: Any, scopes: Sequence[str]) -> None:
         allowed = set(scopes) | {"any"}
@@ -80,10 +85,35 @@ class _Index:
             for n in m.needles:
                 self.by_needle.setdefault(n, []).append((order, m, m.extra))
         self.needles = LineNeedles(self.by_needle)
+        self._matchers: List[Any] = cs.matchers
         self.orders = {id(m): (order, m) for order, m in enumerate(cs.matchers)}
         #: needles of a line -> (patterns to run, patterns to run if their other needle sets
         #: are in the line too)
         self.plans: Dict[Tuple[str, ...], Tuple[List[Any], List[Tuple[int, Any, List[List[str]]]]]] = {}
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # pickled on its own (CatalogSet keeps it as a blob until a log of these scopes is
+        # matched): the matchers are named by position, and `attach` puts them back; plans
+        # is a cache
+        state = {k: v for k, v in self.__dict__.items()
+                 if k not in ("orders", "plans", "_matchers", "by_needle", "always")}
+        state["_by_needle_orders"] = {n: [(order, extra) for order, _m, extra in lst]
+                                      for n, lst in self.by_needle.items()}
+        state["_always_orders"] = [order for order, _m in self.always]
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.plans = {}
+
+    def attach(self, matchers: List[Any]) -> "_Index":
+        """This index read back (`__getstate__`), with the matchers of its CatalogSet."""
+        self._matchers = matchers
+        got: Dict[str, List[Tuple[int, List[List[str]]]]] = self.__dict__.pop("_by_needle_orders")
+        self.by_needle = {n: [(order, matchers[order], extra) for order, extra in lst] for n, lst in got.items()}
+        self.always = [(order, matchers[order]) for order in self.__dict__.pop("_always_orders")]
+        self.orders = {id(m): (order, m) for order, m in enumerate(matchers)}
+        return self
 
     def lookup(self, needles: Tuple[str, ...]) -> Tuple[List[Any], List[Tuple[int, Any, List[List[str]]]]]:
         """The plan of a line holding these needles (cached per needle tuple)."""
@@ -119,12 +149,8 @@ class LogClassifier:
         self.source, self.log_scope = source, log_scope
         self.scopes = tuple(scopes)
         self._scope_set = set(self.scopes)
-        key = tuple(sorted(self._scope_set))
-        index = cs._chunk_index.get(key)
-        if index is None:
-            index = cs._chunk_index[key] = _Index(cs, key)
-        self.index: _Index = index
-        self.needles = index.needles
+        self.index: _Index = cs.chunk_index(tuple(sorted(self._scope_set)))
+        self.needles = self.index.needles
         self.no = 1  # the number (after unescaping) of the next line fed
         self.tail: Optional[str] = None  # a last line ending with a colon, not yet matched
         self.events: List[Dict[str, Any]] = []

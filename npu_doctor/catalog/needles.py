@@ -195,6 +195,15 @@ class LineNeedles:
             # for each minimal needle, the needles that contain it (itself first)
             self._sup = {m: [m] + [n for n in self.needles if m in n and n != m] for m in self._minimal}
 
+    def __getstate__(self) -> Dict[str, Any]:
+        # a Hyperscan database (and its lock) is not pickled: read back, the automaton scans
+        # until HYPERSCAN_AFTER_CHARS again
+        state = dict(self.__dict__)
+        if isinstance(state["_hs"], _HyperscanNeedles):
+            state["_hs"] = None
+        state["_scanned"] = 0
+        return state
+
     def _hyperscan_db(self) -> Optional[_HyperscanNeedles]:
         if self._hs is None:
             hs = _hyperscan()
