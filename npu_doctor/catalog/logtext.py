@@ -13,6 +13,7 @@ import json
 import re
 from typing import Iterable, Iterator, List, Optional, Tuple
 
+from ..lazyregex import lazy
 from .needles import minimal_needles
 
 try:  # Python 3.11+ keeps the regex parser private; 3.8-3.10 have sre_parse
@@ -23,51 +24,51 @@ except ImportError:  # pragma: no cover - older Pythons
 #: Log prefixes stripped before matching and counting: dmesg `[  12.345678]`, `dmesg -T`
 #: `[Mon Mar  4 10:00:00 2024]`, syslog `Mar  4 10:00:00 host kernel:` (any locale's month), ISO/journal
 #: short-iso `2024-03-04T10:00:00+0100 host kernel:`, journalctl short-monotonic.
-_PREFIX_RES = [
-    re.compile(r"^<\d>"),
+_PREFIX_RES = [  # patterns, compiled only as _ANY_PREFIX (one regex: start-up compiles none)
+    r"^<\d>",
     # the month is the locale's abbreviation (journalctl and rsyslog follow LC_TIME): `Mar`,
     # `nov`, `mär`, `déc.`
-    re.compile(r"^[^\W\d_]{3,4}\.? +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)? \S+ (?:kernel|[\w.\-/]+(?:\[\d+\])?): "),
-    re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? \S+ "
-               r"(?:kernel|[\w.\-/]+(?:\[\d+\])?): "),
+    r"^[^\W\d_]{3,4}\.? +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)? \S+ (?:kernel|[\w.\-/]+(?:\[\d+\])?): ",
+    (r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? \S+ "
+     r"(?:kernel|[\w.\-/]+(?:\[\d+\])?): "),
     # dmesg `[  12.345678]`; with CONFIG_PRINTK_CALLER (Android GKI kernels) `[  12.345678][  T123]`
     # (kernel/printk/printk.c info_print_prefix); journalctl short-delta `[  12.345678 <    0.000123>]`
-    re.compile(r"^\[ *\d+\.\d+(?: < *\d+\.\d+>)?\](?:\[ *[TC]\d+\])? (?:\S+ kernel: )?"),
-    re.compile(r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4}\] "),
+    r"^\[ *\d+\.\d+(?: < *\d+\.\d+>)?\](?:\[ *[TC]\d+\])? (?:\S+ kernel: )?",
+    r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4}\] ",
     # `dmesg -H` / `--reltime` (util-linux dmesg.c, reltime): `[Jan18 08:23]` when the minute
     # changes, else the delta `[  +0.000031]`; `dmesg --time-format iso`:
     # `2024-01-18T08:23:45,123456+01:00 ` (a comma before the microseconds, no host)
-    re.compile(r"^\[(?:[^\W\d_]{3,4} ?\d{1,2} \d\d:\d\d| *[+-]\d+\.\d+)\] "),
-    re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+[+-]\d\d:?\d\d "),
-    re.compile(r"^kernel: "),
+    r"^\[(?:[^\W\d_]{3,4} ?\d{1,2} \d\d:\d\d| *[+-]\d+\.\d+)\] ",
+    r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+[+-]\d\d:?\d\d ",
+    r"^kernel: ",
     # journalctl -o short-full `Mon 2024-03-04 10:00:00 CET host kernel: ` and -o short-unix
     # `1709546400.123456 host kernel: ` (man journalctl, --output)
-    re.compile(r"^(?:[A-Z][a-z]{2} \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \S+|\d{9,}\.\d+) \S+ "
-               r"(?:kernel|[\w.\-/]+(?:\[\d+\])?): "),
+    (r"^(?:[A-Z][a-z]{2} \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \S+|\d{9,}\.\d+) \S+ "
+     r"(?:kernel|[\w.\-/]+(?:\[\d+\])?): "),
     # Android logcat (liblog logprint.cpp android_log_formatLogLine; `logcat -v`, developer.android.com/tools/logcat):
     # threadtime `11-30 10:00:00.123  1234  1234 E RKNN    : ` ("%s %5d %5d %c %-8s: "; `-v year`,
     # `-v zone`, `-v uid` (a uid name before the pid), `-v epoch`/`monotonic` seconds), the tag
     # taken with it. A kernel line in logcat (`logcat -b kernel`, logd LogKlog) has the driver and
     # device as its tag (`W RKNPU fde40000.npu: swiotlb ...`): a tag with a space stays.
-    re.compile(r"^(?:(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [+-]\d{4})?|\d+\.\d{3,9})"
-               r" +(?:[a-z_]\w* +)?\d+ +\d+ [VDIWEFS] (?:[^\s:]+ *: )?"),
+    (r"^(?:(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [+-]\d{4})?|\d+\.\d{3,9})"
+     r" +(?:[a-z_]\w* +)?\d+ +\d+ [VDIWEFS] (?:[^\s:]+ *: )?"),
     # brief/time `E/RKNN    ( 1234): ` ("%c/%-8s(%5d): "), tag `E/RKNN    : `, thread `E( 1234: 1234) `
-    re.compile(r"^(?:(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? +)?"
-               r"(?:[VDIWEFS]/[^\s:(]+ *(?:\( *\d+\))?: |[VDIWEFS]\( *\d+(?:: *\d+)?\) )"),
+    (r"^(?:(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? +)?"
+     r"(?:[VDIWEFS]/[^\s:(]+ *(?:\( *\d+\))?: |[VDIWEFS]\( *\d+(?:: *\d+)?\) )"),
     # Android Studio's Logcat window: `2023-01-01 10:00:00.123  1234-1240  RKNN  com.example.app  E  `
     # (date time pid-tid tag package priority; developer.android.com/studio/debug/logcat)
-    re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ +\d+-\d+ +\S+(?: +\S+)? +[VDIWEFA] +"),
+    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ +\d+-\d+ +\S+(?: +\S+)? +[VDIWEFA] +",
     # before Dolphin (2022.1): `2022-02-28 15:00:36.365 31407-31507/com.example.app I/tflite: `
     # (date time pid-tid/package priority/tag; `?` for a package it could not name)
-    re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ +\d+-\d+/[\w.:$?\-]+ [VDIWEFA]/[^\s:]+ *(?:\( *\d+\))?: "),
+    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ +\d+-\d+/[\w.:$?\-]+ [VDIWEFA]/[^\s:]+ *(?:\( *\d+\))?: ",
     # Kubernetes CRI log files (/var/log/pods, `crictl logs`): `2024-03-04T10:00:00.123456789Z stdout F `
     # (RFC3339Nano, stream, P(artial)/F(ull); kubernetes/design-proposals-archive node/kubelet-cri-logging.md);
     # `kubectl logs --timestamps` and `docker logs -t`: the timestamp alone
-    re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d) (?:(?:stdout|stderr) [FP] )?"),
+    r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d) (?:(?:stdout|stderr) [FP] )?",
 ]
 #: docker's json-file log driver writes `{"log":"<line>\n","stream":"stderr","time":"..."}` per
 #: line (docs.docker.com/engine/logging/drivers/json-file/): the message is the JSON string `log`.
-_DOCKER_JSON = re.compile(r'^\{ ?"log": ?"((?:[^"\\]|\\.)*)"')
+_DOCKER_JSON = lazy(r'^\{ ?"log": ?"((?:[^"\\]|\\.)*)"')
 
 
 #: The prefixes as one regex, alternative k+1 being _PREFIX_RES[k] (none has a capturing
@@ -91,7 +92,7 @@ def strip_prefix(line: str) -> str:
             except ValueError:
                 pass
     if _ANY_PREFIX is None:
-        _ANY_PREFIX = re.compile("|".join("(" + rx.pattern[1:] + ")" for rx in _PREFIX_RES))
+        _ANY_PREFIX = re.compile("|".join("(" + p[1:] + ")" for p in _PREFIX_RES))
     match = _ANY_PREFIX.match
     m = match(s)
     if m is None:

@@ -8,17 +8,16 @@ distinct message, with `count`, the rule it raises (or benign), its message, fix
 from __future__ import annotations
 
 import pickle
-import re
 import threading
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from ..errors import ConfigError
 from ..resources import data_files
 from .events import complete, errno_name, fill, fill_value, full_bdf
+from .lookup import _norm_code, lookup
 from .logtext import BLOCK_LINES, literal_needle_sets, literal_needles, strip_prefix
 from .needles import NeedleSet
-from .schema import (FIX_KINDS, MAX_LINE, RESERVED, SCOPES,
-                     Catalog, Entry, LazyRegex, load_catalog_file)
+from .schema import FIX_KINDS, MAX_LINE, RESERVED, Catalog, Entry, LazyRegex, load_catalog_file
 
 _CACHE: Dict[Tuple[str, ...], "CatalogSet"] = {}
 
@@ -369,51 +368,8 @@ class CatalogSet:
         return {k: v for k, v in ev.items() if v is not None}
 
     def lookup(self, query: str) -> List[Tuple[Entry, Dict[str, str]]]:
-        """Entries a code (`Xid 79`, `-8005`, `62`), a mnemonic (`HAILO_TIMEOUT`) or a pasted
-        log line stands for; line matches first."""
-        q = query.strip()
-        hits = self.match_line(strip_prefix(q), SCOPES)
-        if any(e.rule for e, _ in hits):
-            hits = [h for h in hits if h[0].rule]  # the meaning of the line, not its small print
-        if hits:
-            return [(e, self.enrich(e, g)) for e, g in hits]
-        out: List[Tuple[Entry, Dict[str, str]]] = []
-        alias, code = _split_alias(q)
-        for cat in self.catalogs:
-            if alias and not any(a.lower() == alias.lower() for a in cat.code_aliases):
-                continue
-            e = cat.by_code(_norm_code(code)) or cat.by_mnemonic(code)
-            if e is not None:
-                out.append((e, {}))
-        if not out and len(q) >= 6:
-            # a fragment of a message: the entries whose examples or meaning contain it
-            # whole words only: `EINVAL` is not the middle of `captureInvalidated`
-            word = fragment_regex(q)
-            out = [(e, {}) for e in self.entries()
-                   if any(word.search(x) for x in e.examples) or word.search(e.meaning)]
-        return out
-
-
-def fragment_regex(query: str) -> "re.Pattern[str]":
-    """The whole-word, case-blind regex `lookup` finds a message fragment with (`EINVAL`, not
-    the middle of `captureInvalidated`)."""
-    return re.compile(r"(?<![\w])" + re.escape(query.strip()) + r"(?![\w])", re.IGNORECASE)
-
-
-def _split_alias(q: str) -> Tuple[str, str]:
-    m = re.match(r"^([A-Za-z][\w ]*?)[ :#]+(-?\w+)$", q)
-    if m and not re.match(r"^[A-Z0-9_]+$", q):
-        return m.group(1), m.group(2)
-    return "", q
-
-
-def _norm_code(code: str) -> str:
-    c = code.strip()
-    if re.match(r"^[+-]?\d+$", c):
-        return str(int(c))
-    if re.match(r"^0x[0-9a-fA-F]+$", c):
-        return str(int(c, 16))
-    return c
+        """Entries a code, a mnemonic or a pasted log line stands for (catalog.lookup)."""
+        return lookup(self, query)
 
 
 def _group_code(groups: Dict[str, str]) -> str:

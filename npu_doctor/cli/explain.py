@@ -54,7 +54,7 @@ def explain(query, fmt, rule_dirs):
         click.echo(f"nothing in the catalogs matches {text!r} "
                    "(try the code alone, the mnemonic, or the whole log line)")
         raise SystemExit(1)
-    from ..catalog.matcher import fragment_regex
+    from ..catalog.lookup import fragment_regex
 
     word = fragment_regex(text)
     for n, (e, groups) in enumerate(hits):

@@ -28,19 +28,19 @@ from __future__ import annotations
 import posixpath
 import re
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from .. import versions
 from ..errors import HostError
 from ..facts import Facts
 from ..host import Host
 from ..lazyregex import lazy
-from ..linker import elf as elfmod
-from ..linker.elf import ElfError, NotElf, read_elf
-from ..linker.ldso import Node, Resolver, glibc_version_of
 from ..namematch import any_match
 from ..probes import NoData, ProbeContext
 from ..registry import collector, deriver
+
+if TYPE_CHECKING:
+    from ..linker.ldso import Node
 
 _SO_RE = lazy(r"\.so(\.[0-9][\w.]*)?$")
 MAX_WALK_DIRS = 4000
@@ -242,10 +242,16 @@ def collect_libraries(ctx: ProbeContext) -> None:
     start = time.monotonic()
     cpu0 = _thread_cpu()
     _REMEDY_TABLE[:] = list(ctx.args.get("remedy", []))
-    parsed0 = elfmod.STATS["parsed"]
     roots = _walk_roots(ctx)
     if not roots:
         raise NoData("no accelerator SDK libraries found at the vendor locations")
+    # the ELF reader and loader model are imported only when there are SDK files to read
+    # (a snapshot of sysfs alone never pays for them)
+    from ..linker import elf as elfmod
+    from ..linker.elf import ElfError, NotElf, read_elf
+    from ..linker.ldso import Resolver
+
+    parsed0 = elfmod.STATS["parsed"]
     max_roots = int(ctx.args.get("max_roots", 2000))
     truncated = len(roots) > max_roots
     roots = roots[:max_roots]
@@ -305,6 +311,8 @@ def compare_unverified_with_libc(facts: Facts, host: Host) -> None:
     libs = facts.get("libraries")
     if not libc or not isinstance(libs, list):
         return
+    from ..linker.ldso import glibc_version_of
+
     for i, rec in enumerate(libs):
         added = False
         for item in rec.get("unverified", []):
