@@ -344,3 +344,21 @@ def test_the_data_cache_never_serves_a_changed_rules_file(tmp_path):
     (cache / _CACHE_NAME).write_text("{not json")
     out = run_cli(*args, env=env)
     assert [f["message"] for f in json.loads(out.stdout)["findings"]] == ["second-and-longer"]
+
+
+def test_check_freezes_start_up_and_runs_with_the_collector_on():
+    """The console entry point turns the cyclic collector off for start-up; once the
+    configuration is loaded it is frozen out of the collector's reach and the collector is on
+    again (npu_doctor.main, cli.common.config_loaded)."""
+    import subprocess
+    import sys
+
+    code = ("import atexit, gc, sys\n"
+            "atexit.register(lambda: sys.stderr.write('GC %s %d\\n' % (gc.isenabled(), gc.get_freeze_count())))\n"
+            "sys.argv = ['npu-doctor', 'check', '--snapshot', sys.argv[1], '--format', 'json']\n"
+            "from npu_doctor.main import main\nmain()\n")
+    p = subprocess.run([sys.executable, "-c", code, str(case_path("k01-rk3588-npu-autosuspend"))],
+                       capture_output=True, text=True, timeout=120)
+    assert json.loads(p.stdout)["findings"]
+    enabled, frozen = [ln for ln in p.stderr.splitlines() if ln.startswith("GC ")][-1].split()[1:]
+    assert enabled == "True" and int(frozen) > 10000

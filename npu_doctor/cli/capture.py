@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..errors import ConfigError, HostError, SnapshotError
-from .common import _fail, _open_host, _progress_printer, host_options, plural, show_progress
+from .common import _fail, _open_host, _progress_printer, config_loaded, host_options, plural, show_progress
 
 
 @click.command()
@@ -45,6 +45,7 @@ def capture(snapshot, probe_dirs, rule_dirs, logs, output, no_redact, max_mib, n
     try:
         output_kind(output)   # refuse out.zip, /dev/full & co before any probing
         config = Config.load(probe_dirs, rule_dirs)
+        config_loaded()
         host = _open_host(snapshot, list(logs))
         progress_on = show_progress()
         run_ = run_capture(host, config, output, redact=not no_redact,

@@ -7,7 +7,16 @@ import sys
 import click
 
 from ..errors import ConfigError, HostError, SnapshotError
-from .common import _fail, _open_host, _progress_printer, _use_color, exit_for, host_options, show_progress
+from .common import (
+    _fail,
+    _open_host,
+    _progress_printer,
+    _use_color,
+    config_loaded,
+    exit_for,
+    host_options,
+    show_progress,
+)
 
 
 @click.command()
@@ -53,6 +62,7 @@ def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, s
               "(run `npu-doctor check --deep` on the board itself)")
     try:
         config = Config.load(probe_dirs, rule_dirs)
+        config_loaded()
         from .ruleids import expand_rule_ids
 
         known = {r.id for r in config.rules.rules}

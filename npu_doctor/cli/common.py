@@ -15,6 +15,16 @@ EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 130
 
 
+def config_loaded() -> None:
+    """Freeze what start-up built (the configuration, click's commands) out of the cyclic
+    garbage collector's reach, and turn the collector back on (npu_doctor.main turned it off
+    for start-up): later collections walk only what the command allocates afterwards."""
+    import gc
+
+    gc.freeze()
+    gc.enable()
+
+
 def _fail(msg: str) -> "NoReturn":
     click.echo(f"npu-doctor: error: {msg}", err=True)
     sys.exit(EXIT_USAGE)

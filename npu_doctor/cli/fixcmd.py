@@ -11,7 +11,7 @@ from typing import Any, Dict, List
 import click
 
 from ..errors import ConfigError, HostError, SnapshotError
-from .common import EXIT_OK, EXIT_USAGE, _fail, _open_host, host_options
+from .common import EXIT_OK, EXIT_USAGE, _fail, _open_host, config_loaded, host_options
 from .selfcmd import self_command
 
 
@@ -49,6 +49,7 @@ def fix(snapshot, probe_dirs, rule_dirs, logs, do_apply, select, ignore, fmt):
 
     try:
         config = Config.load(probe_dirs, rule_dirs)
+        config_loaded()
         known = [r.id for r in config.rules.rules]
         sel = expand_rule_ids(select, known, "--select")
         ign = expand_rule_ids(ignore, known, "--ignore")

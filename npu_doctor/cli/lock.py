@@ -7,7 +7,7 @@ import sys
 import click
 
 from ..errors import ConfigError, HostError, SnapshotError
-from .common import _fail, _open_host, _progress_printer, exit_for, host_options, plural, show_progress
+from .common import _fail, _open_host, _progress_printer, config_loaded, exit_for, host_options, plural, show_progress
 
 
 def _facts_for_lock(snapshot, probe_dirs, rule_dirs, logs):
@@ -15,6 +15,7 @@ def _facts_for_lock(snapshot, probe_dirs, rule_dirs, logs):
     from ..check import Config, run_check
 
     config = Config.load(probe_dirs, rule_dirs)
+    config_loaded()
     host = _open_host(snapshot, list(logs))
     progress_on = show_progress()
     return host, run_check(host, config, progress=_progress_printer(progress_on))

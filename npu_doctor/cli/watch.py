@@ -8,7 +8,7 @@ import sys
 import click
 
 from ..errors import ConfigError, HostError, SnapshotError
-from .common import _fail, _open_host, host_options
+from .common import _fail, _open_host, config_loaded, host_options
 from .fixcmd import fix  # noqa: F401  (re-exported: cli/__init__ imports it from here)
 
 
@@ -78,6 +78,7 @@ def watch(snapshot, probe_dirs, rule_dirs, logs, interval, check_interval, inven
             _fail(f"--listen {listen}: {e.strerror or e}")
     try:
         config = Config.load(probe_dirs, rule_dirs)
+        config_loaded()
         host = _open_host(snapshot, list(logs))
     except (ConfigError, SnapshotError, HostError) as e:
         _fail(str(e))
