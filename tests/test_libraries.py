@@ -158,6 +158,27 @@ def test_plugin_loaders_probing_optional_plugins_are_not_missing_libraries():
     assert got == ["libze_intel_gpu.so.1", "libze_loader.so.1"]
 
 
+def test_tensorflow_probing_for_tensorrt_is_not_a_missing_library():
+    """TensorFlow 2.1-2.11 dlopens TensorRT at import and logs each library it lacks; TF-TRT is
+    optional (the signature's `unless`), the CUDA libraries it needs still count."""
+    from npu_doctor import registry
+
+    registry.load_all()
+    sigs = load_signatures()
+    # googlecolab/colabtools#3408 (TF 2.11); tensorflow/tensorflow#35968 (TF 2.1, two spaces)
+    noise = (
+        "2023-02-13 19:39:03.670024: W tensorflow/compiler/xla/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic library 'libnvinfer.so.7'; dlerror: libnvinfer.so.7: cannot open shared object file: No such file or directory; LD_LIBRARY_PATH: /usr/lib64-nvidia\n"
+        "2023-02-13 19:39:03.670126: W tensorflow/compiler/xla/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic library 'libnvinfer_plugin.so.7'; dlerror: libnvinfer_plugin.so.7: cannot open shared object file: No such file or directory; LD_LIBRARY_PATH: /usr/lib64-nvidia\n"
+        "2020-01-16 20:21:32.912768: W tensorflow/stream_executor/platform/default/dso_loader.cc:55] Could not load dynamic library 'libnvinfer_plugin.so.6'; dlerror: libnvinfer_plugin.so.6:  cannot open shared object file: No such file or directory \n")
+    assert not [e for e in match_signatures(noise, "x", sigs, "runtime") if e["signature"] == "shared-library-not-found"]
+    # the same loader's line for a CUDA library TensorFlow needs (case w301,
+    # JdeRobot/BehaviorMetrics#385): real
+    real = (REPO / "tests" / "cases" / "w301-tf-dso-loader-libcusolver-libcudnn-missing-skipping-gpu" / "logs"
+            / "driver.log").read_text()
+    got = [e["library"] for e in match_signatures(real, "x", sigs, "runtime") if e["signature"] == "shared-library-not-found"]
+    assert got[:2] == ["libcusolver.so.11", "libcudnn.so.8"]
+
+
 def test_a_signature_unless_is_checked_when_loaded(tmp_path):
     from npu_doctor.errors import ConfigError
     from npu_doctor.probes import _load_signatures
