@@ -422,3 +422,23 @@ def test_snapshot_repair_pending_and_compute_mode_prohibited(tmp_path):
     assert "device-unhealthy" in ids and "device-busy" in ids
     quiet = check_json(_snapshot(tmp_path / "q", commands=[{"argv": ["nvidia-smi", "-q"], "returncode": 0, "stdout": SMI_590}]))
     assert not {"device-unhealthy", "device-busy"} & set(finding_ids(quiet))
+
+
+REPO_CASES = Path(__file__).resolve().parent / "cases"
+
+
+def test_driver_version_from_a_pasted_proc_version_line(tmp_path):
+    # cuda_memtest prints /proc/driver/nvidia/version's first line as it starts (case v219,
+    # the report's log verbatim): with no /proc file in the snapshot, the log gives the module
+    log = REPO_CASES / "v219-cuda-memtest-cuda115-gt720-sm35-no-kernel-image" / "logs" / "cuda_memtest.log"
+    rep = check_json(_snapshot(tmp_path, logs={"cuda_memtest.log": log}))
+    assert fact_values(rep["facts"], "drivers.nvidia.version") == ["470.86"]
+    assert "toolkit-runtime-mismatch" in finding_ids(rep)
+
+
+def test_proc_version_file_wins_over_a_pasted_line(tmp_path):
+    log = REPO_CASES / "v220-cuda-memtest-cuda113-driver-46080-unsupported-ptx" / "logs" / "cuda_memtest.log"
+    proc = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  465.31  Thu May 13 22:19:15 UTC 2021\n"
+    rep = check_json(_snapshot(tmp_path, files={"/proc/driver/nvidia/version": proc},
+                               logs={"cuda_memtest.log": log}))
+    assert fact_values(rep["facts"], "drivers.nvidia.version") == ["465.31"]

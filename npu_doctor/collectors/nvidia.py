@@ -82,6 +82,8 @@ def collect_nvidia(ctx: ProbeContext) -> None:
         if v:
             facts.set("drivers.nvidia.version", v, vpath)
             found = True
+    if facts.get("drivers.nvidia.version") is None:
+        found = _add_proc_version_line(ctx) or found
 
     lib = _nvml_library(ctx)
     if lib:
@@ -151,6 +153,31 @@ def smi_report_in_logs(ctx: ProbeContext) -> Optional[Tuple[str, str]]:
         if scan.nvsmi_report is not None:
             found = (scan.name, scan.nvsmi_report)
     return found
+
+
+def _add_proc_version_line(ctx: ProbeContext) -> bool:
+    """drivers.nvidia.version from the last /proc/driver/nvidia/version line ("NVRM version:
+    ...") pasted into a runtime log, for a snapshot of a report without the file: tools such
+    as cuda_memtest print it as they start. True when a log had one."""
+    from .logscan import scan_logs
+
+    try:
+        scans = scan_logs(ctx.host, ctx.options.get("signatures", []), ctx.options.get("catalogs"))
+    except HostError:
+        return False
+    found = None
+    for scan in scans:
+        if scan.nvrm_version_line is not None:
+            try:
+                found = (scan.name, parse_proc_driver_version(scan.nvrm_version_line))
+            except ValueError:
+                continue
+    if found is None:
+        return False
+    src, drv = found
+    ctx.facts.set("drivers.nvidia.version", drv["version"], src)
+    ctx.facts.set("drivers.nvidia.open_kernel_module", drv["open"], src)
+    return True
 
 
 def _add_table(ctx: ProbeContext) -> bool:
