@@ -332,6 +332,16 @@ def nvidia_compat(facts: Facts, host: Host) -> None:
            if str(r.get("cuda_major")) == str(versions.normalize(toolkit).release[0])]  # type: ignore[union-attr]
     ok = versions.compare(drv, need)
     status = "ok" if ok is not None and ok >= 0 else "too-old"
+    level = facts.get("drivers.nvidia.cuda_version")
+    rel = versions.normalize(toolkit)
+    if status == "too-old" and level and rel is not None and len(rel.release) >= 2:
+        # the driver's own CUDA level (nvidia-smi "CUDA Version") covers the toolkit's release: a
+        # driver of that branch runs it fully (the PTX ISA changes per minor release, not per
+        # update); the table's minimum for an update is the driver its installer bundles
+        # (12.6 Update 3 lists 560.35.05, a 560.35.03 reporting CUDA 12.6 runs it)
+        at_least = versions.compare(str(level), f"{rel.release[0]}.{rel.release[1]}")
+        if at_least is not None and at_least >= 0:
+            status = "ok"
     if status == "too-old" and fam:
         facts.set("sdks.cuda.family_min_driver", str(fam[0]["linux_driver"]))
         if versions.compare(drv, str(fam[0]["linux_driver"])) not in (None, -1):
