@@ -111,3 +111,13 @@ def test_pasted_table_keeps_only_lines_that_start_with_a_bar():
     assert t.text() == "|  NVIDIA-SMI 535.54 Driver Version: 535.54 |\n| 0  Tesla T4  Off |"
     t.feed(["no bar here"], "no bar here")
     assert t.text().endswith("| 0  Tesla T4  Off |")
+
+
+def test_pasted_proc_version_keeps_the_last_nvrm_line():
+    p = pastes.PastedProcVersion()
+    p.feed(["no version here"], "no version here")
+    assert p.line is None
+    lines = ["[x][h][0]:NVRM version: NVIDIA UNIX x86_64 Kernel Module  460.80  Fri May  7 06:55:54 UTC 2021",
+             "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  535.104.05  Release Build", "tail"]
+    p.feed(lines, "\n".join(lines))
+    assert p.line == lines[1]

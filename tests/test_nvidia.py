@@ -422,3 +422,48 @@ def test_snapshot_repair_pending_and_compute_mode_prohibited(tmp_path):
     assert "device-unhealthy" in ids and "device-busy" in ids
     quiet = check_json(_snapshot(tmp_path / "q", commands=[{"argv": ["nvidia-smi", "-q"], "returncode": 0, "stdout": SMI_590}]))
     assert not {"device-unhealthy", "device-busy"} & set(finding_ids(quiet))
+
+
+REPO_CASES = Path(__file__).resolve().parent / "cases"
+
+
+def test_driver_version_from_a_pasted_proc_version_line(tmp_path):
+    # cuda_memtest prints /proc/driver/nvidia/version's first line as it starts (case v219,
+    # the report's log verbatim): with no /proc file in the snapshot, the log gives the module
+    log = REPO_CASES / "v219-cuda-memtest-cuda115-gt720-sm35-no-kernel-image" / "logs" / "cuda_memtest.log"
+    rep = check_json(_snapshot(tmp_path, logs={"cuda_memtest.log": log}))
+    assert fact_values(rep["facts"], "drivers.nvidia.version") == ["470.86"]
+    assert "toolkit-runtime-mismatch" in finding_ids(rep)
+
+
+def test_proc_version_file_wins_over_a_pasted_line(tmp_path):
+    log = REPO_CASES / "v220-cuda-memtest-cuda113-driver-46080-unsupported-ptx" / "logs" / "cuda_memtest.log"
+    proc = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  465.31  Thu May 13 22:19:15 UTC 2021\n"
+    rep = check_json(_snapshot(tmp_path, files={"/proc/driver/nvidia/version": proc},
+                               logs={"cuda_memtest.log": log}))
+    assert fact_values(rep["facts"], "drivers.nvidia.version") == ["465.31"]
+
+
+def test_pasted_nvcc_release_is_the_toolkit_and_the_driver_cuda_level_covers_its_update(tmp_path):
+    # case n310's terminal log (verbatim): nvcc 12.6.77 (12.6 Update 3, whose installer bundles
+    # 560.35.05) next to nvidia-smi's 560.35.03 "CUDA Version: 12.6": the driver runs 12.6 fully
+    log = REPO_CASES / "n310-gpu-burn-8x-a100-sxm4-560-system-not-yet-initialized" / "logs" / "terminal.log"
+    rep = check_json(_snapshot(tmp_path, logs={"terminal.log": log}))
+    facts = rep["facts"]
+    assert fact_values(facts, "sdks.cuda.version") == ["12.6.77"]
+    assert fact_values(facts, "sdks.cuda.driver_check") == ["ok"]
+    assert "runtime-driver-mismatch" not in finding_ids(rep)
+
+
+def test_pasted_nvcc_newer_than_the_driver_major(tmp_path):
+    # nvcc 12.6.77 (case n310's `nvcc -V`, verbatim) next to a 470.86 driver, CUDA 11.4 (case
+    # x210's nvidia-smi header, verbatim): below the 525.60.13 minimum of CUDA 12
+    n310 = (REPO_CASES / "n310-gpu-burn-8x-a100-sxm4-560-system-not-yet-initialized" / "logs" / "terminal.log").read_text().splitlines()
+    x210 = (REPO_CASES / "x210-fooocus-torch-cu121-driver-470-found-11040" / "logs" / "fooocus.log").read_text().splitlines()
+    nvcc = [line for line in n310 if line.startswith(("nvcc:", "Copyright", "Built on", "Cuda compilation", "Build cuda"))]
+    smi = [line for line in x210 if line.startswith(("+---", "| NVIDIA-SMI", "|---"))]
+    rep = check_json(_snapshot(tmp_path, logs={"paste.log": "\n".join(nvcc + smi) + "\n"}))
+    assert fact_values(rep["facts"], "sdks.cuda.version") == ["12.6.77"]
+    assert fact_values(rep["facts"], "drivers.nvidia.version") == ["470.86"]
+    assert fact_values(rep["facts"], "sdks.cuda.driver_check") == ["too-old"]
+    assert "runtime-driver-mismatch" in finding_ids(rep)

@@ -36,7 +36,7 @@ from ..errors import HostError
 from ..host.logstream import iter_log_chunks
 from ..parsers.fallback import TRIGGER_NEEDLES, parse_fallback_logs
 from ..parsers.rknn import parse_runtime_log
-from .pastes import PastedReport, PastedTable
+from .pastes import PastedProcVersion, PastedReport, PastedTable
 
 #: Characters of log text the whole-text parsers (CPU fallback, RKNN) see at a time.
 WINDOW_CHARS = 2 << 20
@@ -73,6 +73,8 @@ class LogScan:
         #: the `|`-lines of nvidia-smi's default table pasted into the log (from its last
         #: "NVIDIA-SMI ... Driver Version" header on, at most NVSMI_REPORT_CHARS characters)
         self.nvsmi_table: Optional[str] = None
+        #: the last "NVRM version: ..." line pasted into the log (/proc/driver/nvidia/version)
+        self.nvrm_version_line: Optional[str] = None
 
 
 class SignatureMatcher:
@@ -246,6 +248,7 @@ def scan_one(name: str, chunks: Iterable[List[str]], signatures: Iterable[Any],
     win = _Windowed(scan)
     pasted = PastedReport()
     table = PastedTable()
+    nvrm = PastedProcVersion()
     run = None
     needles = set(sig.needles) | PARSER_NEEDLES
     if catalogs is not None:
@@ -267,6 +270,7 @@ def scan_one(name: str, chunks: Iterable[List[str]], signatures: Iterable[Any],
         win.feed(lines, text, PARSER_NEEDLES.intersection(chain.from_iterable(hits.values())))
         pasted.feed(lines, text)
         table.feed(lines, text)
+        nvrm.feed(lines, text)
         if run is not None:
             run.feed(lines, text, hits)
         scan.lines += len(lines)
@@ -275,6 +279,7 @@ def scan_one(name: str, chunks: Iterable[List[str]], signatures: Iterable[Any],
     win.flush()
     scan.nvsmi_report = pasted.text()
     scan.nvsmi_table = table.text()
+    scan.nvrm_version_line = nvrm.line
     scan.fallback_entries.sort(key=lambda e: (e["line_no"], e["runtime"]))
     scan.signature_events = sig.events
     if win.windows > 1:

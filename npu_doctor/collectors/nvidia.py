@@ -82,6 +82,8 @@ def collect_nvidia(ctx: ProbeContext) -> None:
         if v:
             facts.set("drivers.nvidia.version", v, vpath)
             found = True
+    if facts.get("drivers.nvidia.version") is None:
+        found = _add_proc_version_line(ctx) or found
 
     lib = _nvml_library(ctx)
     if lib:
@@ -151,6 +153,31 @@ def smi_report_in_logs(ctx: ProbeContext) -> Optional[Tuple[str, str]]:
         if scan.nvsmi_report is not None:
             found = (scan.name, scan.nvsmi_report)
     return found
+
+
+def _add_proc_version_line(ctx: ProbeContext) -> bool:
+    """drivers.nvidia.version from the last /proc/driver/nvidia/version line ("NVRM version:
+    ...") pasted into a runtime log, for a snapshot of a report without the file: tools such
+    as cuda_memtest print it as they start. True when a log had one."""
+    from .logscan import scan_logs
+
+    try:
+        scans = scan_logs(ctx.host, ctx.options.get("signatures", []), ctx.options.get("catalogs"))
+    except HostError:
+        return False
+    found = None
+    for scan in scans:
+        if scan.nvrm_version_line is not None:
+            try:
+                found = (scan.name, parse_proc_driver_version(scan.nvrm_version_line))
+            except ValueError:
+                continue
+    if found is None:
+        return False
+    src, drv = found
+    ctx.facts.set("drivers.nvidia.version", drv["version"], src)
+    ctx.facts.set("drivers.nvidia.open_kernel_module", drv["open"], src)
+    return True
 
 
 def _add_table(ctx: ProbeContext) -> bool:
@@ -305,6 +332,16 @@ def nvidia_compat(facts: Facts, host: Host) -> None:
            if str(r.get("cuda_major")) == str(versions.normalize(toolkit).release[0])]  # type: ignore[union-attr]
     ok = versions.compare(drv, need)
     status = "ok" if ok is not None and ok >= 0 else "too-old"
+    level = facts.get("drivers.nvidia.cuda_version")
+    rel = versions.normalize(toolkit)
+    if status == "too-old" and level and rel is not None and len(rel.release) >= 2:
+        # the driver's own CUDA level (nvidia-smi "CUDA Version") covers the toolkit's release: a
+        # driver of that branch runs it fully (the PTX ISA changes per minor release, not per
+        # update); the table's minimum for an update is the driver its installer bundles
+        # (12.6 Update 3 lists 560.35.05, a 560.35.03 reporting CUDA 12.6 runs it)
+        at_least = versions.compare(str(level), f"{rel.release[0]}.{rel.release[1]}")
+        if at_least is not None and at_least >= 0:
+            status = "ok"
     if status == "too-old" and fam:
         facts.set("sdks.cuda.family_min_driver", str(fam[0]["linux_driver"]))
         if versions.compare(drv, str(fam[0]["linux_driver"])) not in (None, -1):

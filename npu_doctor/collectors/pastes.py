@@ -1,6 +1,7 @@
 """Tool output pasted into a log, kept during the one pass over it (collectors.logscan): the
-last `nvidia-smi -q` report and the last `nvidia-smi` default table, for a snapshot that has
-the log but not the command (collectors.nvidia reads them then)."""
+last `nvidia-smi -q` report, the last `nvidia-smi` default table and the last
+`/proc/driver/nvidia/version` line, for a snapshot that has the log but not the command or
+the file (collectors.nvidia reads them then)."""
 
 from __future__ import annotations
 
@@ -65,3 +66,21 @@ class PastedTable:
 
     def text(self) -> Optional[str]:
         return "\n".join(self.parts) if self.parts else None
+
+
+#: The first line of /proc/driver/nvidia/version, which tools print as is (cuda_memtest
+#: "[date][host][0]:NVRM version: NVIDIA UNIX x86_64 Kernel Module  470.86  Tue Oct 26 ...",
+#: `cat /proc/driver/nvidia/version`, nvidia-bug-report.log).
+NVRM_VERSION = "NVRM version:"
+
+
+class PastedProcVersion:
+    """The last line holding "NVRM version:" (parsers.nvidia_versions reads it), so that the
+    kernel module's version is known from a log when /proc/driver/nvidia/version is not."""
+
+    def __init__(self) -> None:
+        self.line: Optional[str] = None
+
+    def feed(self, lines: List[str], text: str) -> None:
+        if NVRM_VERSION in text:
+            self.line = next(line for line in reversed(lines) if NVRM_VERSION in line)[:400]
