@@ -13,7 +13,6 @@ import threading
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from ..errors import ConfigError
-from ..linker.demangle import symbol_groups
 from ..resources import data_files
 from .events import complete, errno_name, fill, fill_value, full_bdf
 from .logtext import BLOCK_LINES, literal_needle_sets, literal_needles, strip_prefix
@@ -281,6 +280,7 @@ class CatalogSet:
         if "errno" in g:
             g["errno_name"] = errno_name(g["errno"])
         if g.get("symbol"):  # a C++ symbol's qualified name names whose it is (std::, c10::)
+            from ..linker.demangle import symbol_groups  # imported only for such lines
             g.update(symbol_groups(g["symbol"]))
         for k in ("pci_address", "device"):
             if k in g:
