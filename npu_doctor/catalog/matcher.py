@@ -318,6 +318,9 @@ class CatalogSet:
         g = dict(groups)
         if "errno" in g:
             g["errno_name"] = errno_name(g["errno"])
+        if g.get("symbol"):  # a C++ symbol's qualified name names whose it is (std::, c10::)
+            from ..linker.demangle import symbol_groups  # imported only for such lines
+            g.update(symbol_groups(g["symbol"]))
         for k in ("pci_address", "device"):
             if k in g:
                 g[k] = full_bdf(g[k])
