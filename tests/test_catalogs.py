@@ -296,3 +296,15 @@ def test_code_pattern_needs_code_hexcode_or_mnemonic_group(tmp_path):
     p.write_text(p.read_text().replace("(?P<hexcode>[0-9a-f]{2})", "[0-9a-f]{2}"))
     with pytest.raises(ConfigError):
         load_catalog_file(p)
+
+
+def test_errno_name_kernel_internal_codes():
+    # the kernel prints its internal codes in driver-core lines (include/linux/errno.h), e.g. the
+    # qnap8528 report "probe with driver qnap8528 failed with error -524"
+    from npu_doctor.catalog import errno_name
+    assert errno_name("-22") == "EINVAL"
+    assert errno_name("-517") == "EPROBE_DEFER"
+    assert errno_name("-524") == "ENOTSUPP"
+    assert errno_name("-512") == "ERESTARTSYS"
+    assert errno_name("-520") == "520"
+    assert errno_name("-ENOENT") == "-ENOENT"

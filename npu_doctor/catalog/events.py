@@ -141,13 +141,25 @@ def full_bdf(text: str) -> str:
     return f"{(m.group('domain') or '0000').lower()}:{m.group('bus').lower()}:{m.group('slot').lower()}.{m.group('fn') or '0'}"
 
 
+# The kernel-internal codes of include/linux/errno.h: never returned to user space, but printed by
+# the kernel's own lines ("probe with driver X failed with error -517", "-524" from a driver's
+# init); Python's errno table has only the uapi ones.
+_KERNEL_ERRNO = {
+    512: "ERESTARTSYS", 513: "ERESTARTNOINTR", 514: "ERESTARTNOHAND", 515: "ENOIOCTLCMD",
+    516: "ERESTART_RESTARTBLOCK", 517: "EPROBE_DEFER", 518: "EOPENSTALE", 519: "ENOPARAM",
+    521: "EBADHANDLE", 522: "ENOTSYNC", 523: "EBADCOOKIE", 524: "ENOTSUPP", 525: "ETOOSMALL",
+    526: "ESERVERFAULT", 527: "EBADTYPE", 528: "EJUKEBOX", 529: "EIOCBQUEUED",
+    530: "ERECALLCONFLICT", 531: "ENOGRACE",
+}
+
+
 def errno_name(value: str) -> str:
-    """`-22` -> `EINVAL`; the number itself when unknown."""
+    """`-22` -> `EINVAL`, `-517` -> `EPROBE_DEFER`; the number itself when unknown."""
     try:
         n = abs(int(value))
     except ValueError:
         return value
-    return _errno.errorcode.get(n, str(n))
+    return _errno.errorcode.get(n) or _KERNEL_ERRNO.get(n, str(n))
 
 
 def _group(groups: Dict[str, str], names: str) -> Optional[str]:
