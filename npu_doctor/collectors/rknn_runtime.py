@@ -226,8 +226,7 @@ def check_driver_defect(rec: Dict[str, Any], defects: List[Dict[str, Any]]) -> D
 # runtime they are the evidence that the pairing fails (airockchip/rknn-toolkit2#447:
 # librknnrt 2.3.2 on rknpu 0.7.2, every rknn_run 'failed to submit!').
 NPU_JOB_FAILED = frozenset({
-    "catalog:rknn/submit-failed", "catalog:rknn/-2",
-    "catalog:rknpu-driver/job-timeout", "catalog:rknpu-driver/job-abort",
+    "catalog:rknn/submit-failed", "catalog:rknn/-2", "catalog:rknpu-driver/job-timeout",
 })
 
 
