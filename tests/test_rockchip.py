@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_doctor.collectors.rknn_runtime import check_runtime_driver
+from npu_doctor.collectors.rknn_runtime import check_failing_below_observed, check_runtime_driver
 from npu_doctor.matrices import shipped_matrices as load_matrices
 from npu_doctor.parsers.rknn import parse_dist_version, parse_lib_version, parse_runtime_log, rknn_model_header
 
@@ -111,6 +111,23 @@ def test_matrix_rows(matrix):
     assert check_runtime_driver("librknnrt", "2.3.2", "0.9.2", rows, newest)["status"] == "not-in-matrix"
     bad = check_runtime_driver("rkllm", "1.1.2", "0.8.2", rows, newest)
     assert bad["status"] == "mismatch" and bad["driver_min"] == "0.9.7" and bad["kind"] == "required"
+
+
+def test_below_observed_driver_is_a_mismatch_only_with_failing_jobs(matrix):
+    rows, newest = matrix
+    rec = check_runtime_driver("librknnrt", "2.3.2", "0.7.2", rows, newest)
+    assert rec["status"] == "not-in-matrix" and rec["below_observed"]
+    # an old driver alone stays unknown
+    assert check_failing_below_observed(rec, [])["status"] == "not-in-matrix"
+    # the line of airockchip/rknn-toolkit2#447 (tests/cases/z209-*): the job never completed
+    line = ("E RKNN: [07:24:22.771] failed to submit!, op id: 1, op name: Conv:Conv_0, flags: 0x1, "
+            "task start: 1301, task number: 68, run task counter: 0, int status: 0")
+    ev = {"signature": "catalog:rknn/submit-failed", "source": "logs/app.log", "line_no": 1, "line": line}
+    out = check_failing_below_observed(rec, [ev])
+    assert out["status"] == "mismatch" and out["kind"] == "observed-failing" and out["failed_line"] == line
+    # a driver inside the observed range is not touched
+    ok = check_runtime_driver("librknnrt", "2.3.2", "0.9.8", rows, newest)
+    assert check_failing_below_observed(ok, [ev]) == ok
 
 
 def test_c1_06_model_v6_is_a_runtime_problem_not_the_driver():

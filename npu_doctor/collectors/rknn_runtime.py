@@ -181,7 +181,8 @@ def check_runtime_driver(component: str, runtime_version: str, driver_version: s
     if c is None:
         rec.update(status="not-in-matrix", detail=f"driver version {driver_version!r} unreadable")
     elif c < 0 and rec["kind"] == "observed":
-        rec.update(status="not-in-matrix",
+        # below_observed lets derive_rknn_compat join this with NPU job failures in the logs
+        rec.update(status="not-in-matrix", below_observed=True,
                    detail=f"rknpu {driver_version} is older than any driver seen working with "
                           f"{component} {runtime_version} (oldest seen {row['driver_min']})")
     elif c < 0:
@@ -220,6 +221,32 @@ def check_driver_defect(rec: Dict[str, Any], defects: List[Dict[str, Any]]) -> D
     return rec
 
 
+# Log lines that say the NPU accepted a job and never completed it (runtime side and rknpu
+# kernel side). Alone they name no cause; beside a driver older than any seen working with the
+# runtime they are the evidence that the pairing fails (airockchip/rknn-toolkit2#447:
+# librknnrt 2.3.2 on rknpu 0.7.2, every rknn_run 'failed to submit!').
+NPU_JOB_FAILED = frozenset({
+    "catalog:rknn/submit-failed", "catalog:rknn/-2", "catalog:rknpu-driver/job-timeout",
+})
+
+
+def check_failing_below_observed(rec: Dict[str, Any], events: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Turn a `not-in-matrix` record whose driver is below every driver seen working with the
+    runtime (an `observed` row) into a mismatch when the logs show NPU jobs failing; without
+    failing jobs it stays not-in-matrix (an old driver alone is not known to fail)."""
+    if rec.get("status") != "not-in-matrix" or not rec.get("below_observed"):
+        return rec
+    failed = next((e for e in events if e.get("signature") in NPU_JOB_FAILED), None)
+    if failed is None:
+        return rec
+    return dict(rec, status="mismatch", kind="observed-failing",
+                failed_line=failed.get("line"),
+                failed_at=f"{failed.get('source')}:{failed.get('line_no')}",
+                detail=f"NPU jobs fail ({failed.get('source')}:{failed.get('line_no')}) and rknpu "
+                       f"{rec['driver_version']} is older than any driver seen working with "
+                       f"{rec['runtime']} {rec['runtime_version']} (oldest seen {rec['driver_min']})")
+
+
 def _major_minor(v: str) -> Optional[Tuple[int, int]]:
     n = versions.normalize(v)
     if n is None:
@@ -250,8 +277,9 @@ def derive_rknn_compat(facts: Facts, host: Host) -> None:
         for comp in ("librknnrt", "librknnmrt", "rkllm"):
             ver = facts.get(f"sdks.{comp}.version")
             if ver:
-                out.append((check_driver_defect(check_runtime_driver(comp, ver, driver, rows, known_max),
-                                                mats.get("rknpu-driver-defects", [])),
+                rec = check_driver_defect(check_runtime_driver(comp, ver, driver, rows, known_max),
+                                          mats.get("rknpu-driver-defects", []))
+                out.append((check_failing_below_observed(rec, facts.get("log_events") or []),
                             f"sdks.{comp}.version"))
     # toolkit (what built or runs the model) newer than the runtime by major.minor
     runtime = facts.get("sdks.librknnrt.version") or facts.get("sdks.librknnmrt.version")
