@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import stat as stat_mod
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 #: Caps per kind of input (bytes).
 CAP_DATA_FILE = 16 * 1024 * 1024      # probes/rules/catalogs/targets/lockspec TOML
@@ -36,6 +36,13 @@ class TooLarge(OSError):
 class HardLinked(OSError):
     def __init__(self, path: str) -> None:
         super().__init__(errno.EPERM, "hard-linked file refused (it may be a file outside the snapshot)", path)
+
+
+def special_kind(path: str) -> Optional[str]:
+    """What path is when it is neither a regular file nor a directory ("FIFO", "character
+    device", ...; symlinks followed), else None. Raises OSError (no such file, permission)."""
+    mode = os.stat(path).st_mode
+    return None if stat_mod.S_ISREG(mode) or stat_mod.S_ISDIR(mode) else _kind(mode)
 
 
 def _kind(mode: int) -> str:

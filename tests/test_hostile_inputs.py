@@ -84,6 +84,33 @@ def test_log_argument_that_is_a_fifo_or_device_is_a_host_error(tmp_path):
             LiveHost(extra_logs=[p]).logs()
 
 
+def test_cli_snapshot_or_log_that_is_a_fifo_device_or_garbage_is_exit_2_one_line(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(str(fifo))
+    garbage = tmp_path / "garbage.tar.gz"
+    garbage.write_bytes(bytes(range(256)) * 4)
+    for args, words in ((("--snapshot", str(fifo)), "(a FIFO)"),
+                        (("--snapshot", "/dev/zero"), "(a character device)"),
+                        (("--snapshot", str(garbage)), "not a tar, tar.gz"),
+                        (("--log", str(fifo)), "not a regular file (a FIFO)"),
+                        (("--log", "/dev/zero"), "not a regular file (a character device)")):
+        out = run_cli("check", *args)
+        assert out.returncode == 2 and "Traceback" not in out.stderr, args
+        assert len(out.stderr.strip().splitlines()) == 1 and words in out.stderr, (args, out.stderr)
+
+
+def test_cli_python_that_runs_but_is_no_python_is_exit_2_one_line(tmp_path):
+    script = tmp_path / "fakepy"
+    script.write_text("#!/bin/sh\necho boom >&2\nexit 3\n")
+    script.chmod(0o755)
+    for exe, words in (("/bin/false", "it exited 1"), (str(script), "it exited 3: boom"),
+                       ("/bin/true", "no Python answer")):
+        out = run_cli("check", "--python", exe, env={"NPU_DOCTOR_NO_CACHE": "1"})
+        assert out.returncode == 2 and "Traceback" not in out.stderr, exe
+        assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+        assert f"--python {exe}: not a Python interpreter" in out.stderr and words in out.stderr
+
+
 RULE = ('[[rule]]\nid = "r1"\nseverity = "warning"\ntitle = "t"\nexplain = "e"\n'
         'when = [{fact = "os.id", eq = "x"}]\nmessage = "m"\n')
 

@@ -21,8 +21,9 @@ def config_loaded() -> None:
     for start-up): later collections walk only what the command allocates afterwards."""
     import gc
 
-    gc.freeze()
-    gc.enable()
+    if not gc.isenabled():  # the console entry point's start-up (not a caller that embeds us)
+        gc.freeze()
+        gc.enable()
 
 
 def _fail(msg: str) -> "NoReturn":
@@ -50,7 +51,15 @@ def _progress_printer(enabled: bool):
 
 def _open_host(snapshot: Optional[str], logs: List[str]):
     from ..host import open_host
+    from ..safeio import special_kind
 
+    for p in logs:
+        try:
+            kind = special_kind(p)
+        except OSError:
+            continue  # a missing or unreadable file: the host says so, naming it
+        if kind is not None:  # a FIFO or a device has no end to read
+            _fail(f"--log {p}: not a regular file (a {kind})")
     host = open_host(snapshot, logs)
     ctx = click.get_current_context(silent=True)
     pythons = ctx.meta.get("npu_doctor.python") if ctx is not None else None
@@ -58,10 +67,22 @@ def _open_host(snapshot: Optional[str], logs: List[str]):
         from ..pyenv import use_interpreters
 
         if host.source == "live":
+            from ..pyenv import query
+
             for p in pythons:
                 why = _not_an_interpreter(p)
                 if why:
                     _fail(f"--python {p}: {why}")
+                # an executable that runs but does not answer as Python (/bin/false, a shell
+                # script): no environment to check. One that cannot run here at all (another
+                # architecture's) is still read from its prefix by the probe.
+                err = query(host, p).error or ""
+                detail = err[len(p):].strip(" :") if err.startswith(p) else err
+                if " exited " in err:
+                    _fail(f"--python {p}: not a Python interpreter (asked for its paths, it {detail})")
+                if "unreadable answer" in err:
+                    _fail(f"--python {p}: not a Python interpreter (it gave no Python answer when "
+                          "asked for its paths)")
         use_interpreters(host, pythons)
     return host
 

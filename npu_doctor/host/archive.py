@@ -157,6 +157,10 @@ def extract_archive(path: str) -> Tuple[tempfile.TemporaryDirectory, str]:
     except (tarfile.TarError, OSError, EOFError, ValueError, UnicodeError) as e:
         tmp.cleanup()
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if first.startswith("file could not be opened successfully"):
+            # tarfile.open("r:*") found no compression it can read; its message lists each
+            # method's failure on the lines after this one
+            first = "not a tar, tar.gz, tar.bz2 or tar.xz file"
         raise SnapshotError(f"snapshot {path}: cannot read archive ({first})") from None
     root = tmp.name
     entries = os.listdir(root)

@@ -13,7 +13,7 @@ from .base import (READ_CAP_BYTES, CommandResult, Host, Identity, StatInfo, cap_
                    mode_allows, parse_id_output)
 from .logfile import decode_log
 from .snapshotfiles import command_entries, stat_entries
-from ..safeio import CAP_SNAPSHOT_META, NotRegularFile, loads_toml, open_regular, read_regular
+from ..safeio import CAP_SNAPSHOT_META, NotRegularFile, loads_toml, open_regular, read_regular, special_kind
 from ..lazyregex import lazy
 
 # A symlink checked out by git with core.symlinks=false (or copied by a tool that does not keep
@@ -41,6 +41,13 @@ class SnapshotHost(Host):
             self.root = os.path.abspath(path)
         else:
             from .archive import extract_archive, is_tarfile  # tarfile: only for an archive
+
+            try:  # a FIFO or a device would be read for ever
+                kind = special_kind(path)
+            except OSError as e:
+                raise SnapshotError(f"snapshot {path}: {e.strerror or e}") from None
+            if kind is not None:
+                raise SnapshotError(f"snapshot {path}: neither a directory nor a .tar.gz archive (a {kind})")
 
             if not (path.endswith((".tar.gz", ".tgz", ".tar")) or is_tarfile(path)):
                 raise SnapshotError(f"snapshot {path}: neither a directory nor a .tar.gz archive")
