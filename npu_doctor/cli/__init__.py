@@ -77,12 +77,14 @@ def main() -> None:
 
 _SHORT_USAGE = """Usage: npu-doctor COMMAND [OPTIONS]
 
-  check     report on this machine (or --snapshot PATH); exit 1 on findings
+  check     report on this machine (or --snapshot PATH); exit 1 on an error finding
+  explain   what a vendor status code or a pasted log line means, and its fix
   watch     log throttling, runtime PM and hot-plug as they happen (systemd)
   lock      pin the validated stack; verify: drift since the lock
   capture   bring this board home (redacted snapshot)
   fix       show (or --apply) the fixes for the findings
   rules     list or explain the checks
+  model     lint a model against what an NPU runs; service: install the daemon
 
 Run `npu-doctor --help` or `npu-doctor COMMAND --help` for more.
 """

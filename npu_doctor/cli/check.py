@@ -44,10 +44,21 @@ def check(snapshot, probe_dirs, rule_dirs, logs, fmt, select, ignore, fail_on, s
     """Check this host (or a snapshot) and report findings.
 
     \b
+    Examples:
+      npu-doctor check                               this machine
+      npu-doctor check --log app.log                 and the runtime log of your app
+      npu-doctor check --python ~/venvs/yolo/bin/python   and the app's Python environment
+      npu-doctor check --snapshot board.tar.gz       a board captured with `capture`
+      npu-doctor check --format json | jq .findings  for scripts (only JSON on stdout)
+      npu-doctor check --collect-env                 the block to paste into a bug report
+      npu-doctor check --fail-on warning             CI: exit 1 on warnings too
+
+    \b
     Exit status:
-      0  no finding at or above --fail-on
-      1  at least one finding at or above --fail-on
-      2  usage or configuration error (bad rules file, unreadable snapshot)
+      0    no finding at or above --fail-on
+      1    at least one finding at or above --fail-on
+      2    usage or configuration error (bad rules file, unreadable snapshot)
+      130  interrupted (Ctrl-C)
 
     With --format npd (Node Problem Detector custom plugin): 0 OK, 1 problem, 2 unknown (only
     checks that could not be made, or a usage error); one line of at most 80 bytes naming the

@@ -34,6 +34,8 @@ def explain(query, fmt, rule_dirs):
     from ..catalog import fill, load_catalogs
 
     text = " ".join(query)
+    if not text.strip():
+        raise click.UsageError("give a status code, a mnemonic or a log line to explain")
     try:
         cs = load_catalogs(rule_dirs)
     except ConfigError as err:
