@@ -3,7 +3,7 @@
 
     python benchmarks/bench_check.py [--runs N] [--case DIR] [--python PY]
 
-Rows (median wall time of N runs of a fresh process each):
+Rows (median wall time of N runs of a fresh process each; the rows take turns, run by run):
 - floor:        python -c "import click, packaging"  (what any such CLI pays; issue 14's floor)
 - collect_env:  python -m torch.utils.collect_env            (what users run today; needs torch,
                 in this interpreter or the --python one)
@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Dict, List, Optional, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CASE = REPO.parent / "shared" / "cases" / "k01-rk3588-npu-autosuspend"
@@ -78,24 +79,40 @@ def main() -> int:
 
     subprocess.run([py, "-m", "compileall", "-q", os.path.dirname(npu_doctor.__file__)],
                    stdout=subprocess.DEVNULL, env=env)
-    rows = {}
     if args.cold:
         env["NPU_DOCTOR_NO_CACHE"] = "1"
-    rows["floor"] = timed([py, "-c", "import click, packaging"], args.runs, env)
     app = args.python or py
     have_torch = subprocess.run([app, "-c", "import torch.utils.collect_env"],
                                 capture_output=True).returncode == 0
-    rows["collect_env"] = (timed([app, "-m", "torch.utils.collect_env"], max(1, args.runs // 2), env)
-                           if have_torch else (None, ["torch not installed: pip install torch==2.13.0"]))
     for warm in (["check", "--collect-env", "--python", app], ["check", "--format", "json"],
                  ["check", "--snapshot", args.case, "--format", "json"]):
         subprocess.run(tool + warm + ["--fail-on", "never"], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, env=env)
-    rows["collect-env"] = timed(tool + ["check", "--collect-env", "--python", app, "--fail-on", "never"],
-                                args.runs, env)
-    rows["check live"] = timed(tool + ["check", "--format", "json", "--fail-on", "never"], args.runs, env)
-    rows["check snap"] = timed(tool + ["check", "--snapshot", args.case, "--format", "json",
-                                       "--fail-on", "never"], args.runs, env)
+    argvs = {
+        "floor": [py, "-c", "import click, packaging"],
+        "collect_env": [app, "-m", "torch.utils.collect_env"] if have_torch else None,
+        "collect-env": tool + ["check", "--collect-env", "--python", app, "--fail-on", "never"],
+        "check live": tool + ["check", "--format", "json", "--fail-on", "never"],
+        "check snap": tool + ["check", "--snapshot", args.case, "--format", "json", "--fail-on", "never"],
+    }
+    # the rows take turns, run after run: a machine that slows down for a while (another job,
+    # a frequency change) slows every row alike, and the ratios stay fair
+    times: Dict[str, List[float]] = {k: [] for k in argvs}
+    rows: Dict[str, Tuple[Optional[float], Optional[List[str]]]] = {}
+    if not have_torch:
+        rows["collect_env"] = (None, ["torch not installed: pip install torch==2.13.0"])
+    for _ in range(args.runs):
+        for name, argv in argvs.items():
+            if argv is None or name in rows:
+                continue
+            t, err = timed(argv, 1, env)
+            if t is None:
+                rows[name] = (None, err)
+            else:
+                times[name].append(t)
+    for name in argvs:
+        if name not in rows:
+            rows[name] = (statistics.median(times[name]), None)
     hang = hang_snapshot(Path(args.case))
     try:
         rows["check hang"] = timed(tool + ["check", "--snapshot", str(hang), "--format", "json",
