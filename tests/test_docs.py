@@ -10,7 +10,8 @@ from pathlib import Path
 from npu_doctor.catalog import CatalogSet, load_catalog_file
 from npu_doctor.rules import load_rules
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+REPO = Path(__file__).resolve().parent.parent
+DOCS = REPO / "docs"
 
 
 def test_adding_a_log_signature_walkthrough_runs(tmp_path):
@@ -52,3 +53,17 @@ def test_a_site_catalog_in_a_rules_dir_is_used_by_check_and_explain(tmp_path):
     found = [f for f in json.loads(proc.stdout)["findings"] if f["id"] == "driver-probe-failed"]
     assert found and "SMU did not power" in found[0]["message"]
     assert "AIE2_SMU_POWER" in run_cli("explain", "--rules", str(site), line).stdout
+
+
+def test_readme_checks_block_is_rules_list():
+    """README's "Checks" block is what `npu-doctor rules list` prints: a rule added or retitled
+    shows there too (it had drifted: input-truncated missing, power-throttling's old title)."""
+    from conftest import run_cli
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    block = text[text.index("## Checks"):]
+    block = block[block.index("```text\n") + len("```text\n"):]
+    block = block[:block.index("```\n")]
+    out = run_cli("rules", "list", env={"NO_COLOR": "1"})
+    assert out.returncode == 0
+    assert block.splitlines() == out.stdout.splitlines()
