@@ -68,6 +68,20 @@ def test_lock_pins_the_case_and_is_byte_identical(k05, tmp_path):
     assert "no drift" in proc.stdout
 
 
+def test_plain_lock_refuses_to_replace_a_hand_edited_lockfile(k05, tmp_path):
+    out = tmp_path / "npu-env.lock"
+    lock(k05, out)
+    lock(k05, out)  # as npu-doctor wrote it: replaced (same bytes)
+    edited = out.read_text().replace('version = "0.9.8"', 'version = "0.9.7"', 1)
+    out.write_text(edited)
+    proc = run_cli("lock", "--snapshot", str(k05), "-o", str(out))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "was edited since npu-doctor wrote it" in proc.stderr and "--update" in proc.stderr
+    assert out.read_text() == edited                     # nothing lost
+    lock(k05, out, "--update")                           # the way it points to works
+    assert out.read_text() != edited
+
+
 def test_driver_change_is_exactly_one_error_drift(k05, tmp_path):
     lf = tmp_path / "npu-env.lock"
     lock(k05, lf)

@@ -21,6 +21,22 @@ def _facts_for_lock(snapshot, probe_dirs, rule_dirs, logs):
     return host, run_check(host, config, progress=_progress_printer(progress_on))
 
 
+def _refuse_over_hand_edits(path: str) -> None:
+    """A plain `lock` over a lockfile someone edited since npu-doctor wrote it would throw the
+    edits away: refused (exit 2), pointing at --update. An unreadable or foreign file is
+    replaced as before."""
+    from ..lock import LockfileError, digest_state, read_lockfile
+
+    try:
+        state = digest_state(read_lockfile(path))
+    except LockfileError:
+        return
+    if state == "edited":
+        _fail(f"{path} was edited since npu-doctor wrote it, and `lock` would replace it whole: "
+              f"`npu-doctor lock --update -o {path}` rewrites only the pins that differ from this "
+              "host and shows them (to start afresh, remove the file first)")
+
+
 @click.command()
 @host_options
 @click.option("-o", "--output", "output", default="npu-env.lock", show_default=True,
@@ -69,6 +85,8 @@ def lock(snapshot, probe_dirs, rule_dirs, logs, output, update, lockspec):
             raise ConfigError("--update needs the lockfile to update (-o FILE), not stdout")
         if update and os.path.exists(output):
             old = read_lockfile(output)
+        elif output != "-" and os.path.isfile(output):
+            _refuse_over_hand_edits(output)
         spec = load_spec(lockspec)
         host, result = _facts_for_lock(snapshot, probe_dirs, rule_dirs, logs)
         manifest = build_manifest(result.facts, host, spec)
