@@ -38,8 +38,9 @@ the severity of its class. A lockfile that is unreadable, not TOML, of the wrong
 an unknown schema or for another architecture is a `LockfileError` (exit status 2, one line).
 The digest is advisory: a hand-edited lockfile is compared as it stands, with one `info`
 finding "edited since written" (`lock.digest`); a lockfile without a digest line says "no
-digest". `lock --update` and `verify --accept PATH` (lock/review.py) rewrite only the pins
-that changed and renew the digest. Kernel modules: lock/modules.py.
+digest"; a plain `lock` refuses to replace an edited one. `lock --update` and
+`verify --accept PATH` (lock/review.py) rewrite only the pins that changed and renew the
+digest. Kernel modules: lock/modules.py.
 """
 
 from __future__ import annotations
