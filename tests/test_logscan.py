@@ -34,6 +34,8 @@ def _whole(text, sigs, cats):
         line = line[:logscan.MAX_SCAN_LINE]
         for sig in [s for s in sigs if s.scope in ("runtime", "any")]:
             m = sig.regex.search(line)
+            if m and sig.unless is not None and sig.unless.search(line):
+                continue  # a line the signature's `unless` names is no event
             if m and counts.get(sig.id, 0) < logscan.MAX_EVENTS_PER_SIGNATURE:
                 counts[sig.id] = counts.get(sig.id, 0) + 1
                 ev = {"signature": sig.id, "scope": "runtime", "source": "x", "line_no": n,
