@@ -144,6 +144,8 @@ class DeferredCatalogs:
 
 def save(k: Tuple[Any, ...], config: Any) -> None:
     """Store the configuration under key k (atomically, mode 0600). Never raises."""
+    if not usercache.cache_path(_NAME):
+        return  # caching is off: pickling it (and its log indexes) would be wasted work
     try:
         stored = copy.copy(config)
         if not isinstance(config.catalogs, DeferredCatalogs):
