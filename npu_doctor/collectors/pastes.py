@@ -15,6 +15,11 @@ NVSMI_BANNER = "NVSMI LOG=="
 #: Characters of a pasted `nvidia-smi -q` report kept (a report is ~7 KB per GPU).
 NVSMI_REPORT_CHARS = 1 << 20
 NVSMI_TABLE_HEADER = "NVIDIA-SMI "
+#: Section headers of one GPU's `nvidia-smi -q` report that reports paste on their own, without
+#: the banner (`nvidia-smi -q | grep -A8 'Clocks Throttle'`, the block copied out of `-a`):
+#: "Clocks Throttle Reasons" up to R530, "Clocks Event Reasons" from R535 (nvidia_clocks). With
+#: no banner in the log, the last such block is kept as a one-GPU fragment of a report.
+NVSMI_FRAGMENT_HEADERS = ("Clocks Throttle Reasons", "Clocks Event Reasons")
 #: A line of the table: "|" after blanks, to the end of the line ("\n"-joined chunk text).
 _TABLE_LINE = lazy(r"^[^\S\n]*(\|[^\n]*)", re.MULTILINE)
 
@@ -26,13 +31,26 @@ class PastedReport:
         self.parts: List[str] = []
         self.chars = 0
         self.found = False
+        #: what is kept is a banner-less block (NVSMI_FRAGMENT_HEADERS), not a whole report
+        self.fragment = False
 
     def feed(self, lines: List[str], text: str) -> None:
         if NVSMI_BANNER in text:
             at = max(i for i, line in enumerate(lines) if NVSMI_BANNER in line)
-            self.parts, self.chars, self.found = [], 0, True
+            self.parts, self.chars, self.found, self.fragment = [], 0, True, False
             lines = lines[at:]
             text = "\n".join(lines)
+        elif (not self.found or self.fragment) and " Reasons" in text:
+            # a block pasted without the banner: from its last header in this chunk on
+            at = max((i for i, line in enumerate(lines) if line.strip() in NVSMI_FRAGMENT_HEADERS),
+                     default=None)
+            if at is None:
+                if not self.found or self.chars >= NVSMI_REPORT_CHARS:
+                    return
+            else:
+                self.parts, self.chars, self.found, self.fragment = [], 0, True, True
+                lines = lines[at:]
+                text = "\n".join(lines)
         elif not self.found or self.chars >= NVSMI_REPORT_CHARS:
             return
         self.parts.append(text[:NVSMI_REPORT_CHARS - self.chars])

@@ -38,6 +38,9 @@ from .nvidia_versions import (  # noqa: F401
 )
 
 _KV_RE = lazy(r"^(\S.*?)\s+:\s?(.*)$")
+#: Sections of a GPU's report that, pasted alone, still say something of that GPU (its clock
+#: event reasons: parsers.nvidia_clocks); the wordings of every driver generation.
+GPU_FRAGMENT_SECTIONS = ("Clocks Throttle Reasons", "Clocks Event Reasons")
 _GPU_HDR_RE = lazy(r"^GPU\s+([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]+)\s*$")
 _NUM_RE = lazy(r"^(-?\d+(?:\.\d+)?)\s*([A-Za-z%]*)")
 
@@ -379,6 +382,10 @@ def parse_nvidia_smi_q(text: str) -> Dict[str, Any]:
     """
     top, gpus = _tree(text)
     drv = _val(top.get("Driver Version"))
+    if drv is None and not gpus and any(isinstance(top.get(k), dict) for k in GPU_FRAGMENT_SECTIONS):
+        # one GPU's block pasted without the banner and GPU header (`nvidia-smi -q | grep -A8
+        # 'Clocks Throttle'`): a record of an unnamed GPU, what the block states and no more
+        gpus = [("", top)]
     if drv is None and not gpus:
         raise ValueError("no 'Driver Version' and no GPU section (is this `nvidia-smi -q` output?)")
     out: Dict[str, Any] = {"gpus": [_gpu_record(bus, g, i) for i, (bus, g) in enumerate(gpus)]}
