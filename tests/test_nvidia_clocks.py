@@ -158,3 +158,17 @@ def test_pasted_block_raises_power_not_thermal_and_a_banner_wins(tmp_path):
     # a whole report later in the log is the one read (its GPU has an address)
     rep = check_json(make_snapshot(tmp_path / "c", logs={"smi.log": D606 + "\n" + Y202}))
     assert rep["facts"]["drivers"]["nvidia"]["version"] == "580.95.05"
+
+
+def test_pasted_block_goes_to_the_gpu_of_a_pasted_table(tmp_path):
+    # a one-GPU table (n411, 384.66 TITAN Xp): the block's reasons are that GPU's
+    one = next((next(CASES.glob("n411-*")) / "logs").glob("*")).read_text()
+    rep = check_json(make_snapshot(tmp_path / "a", logs={"smi.log": one + "\n" + D606}))
+    nv = [a for a in rep["facts"]["accelerators"] if a["vendor"] == "nvidia"]
+    assert len(nv) == 1 and nv[0].get("name") and nv[0]["power_throttle_reasons"] == ["SW Power Cap"]
+    assert "power-throttling" in finding_ids(rep)
+    # two GPUs (n410, A800s): which one the block came from is unknown, so neither gets it
+    two = next((next(CASES.glob("n410-*")) / "logs").glob("*")).read_text()
+    rep = check_json(make_snapshot(tmp_path / "b", logs={"smi.log": two + "\n" + D606}))
+    nv = [a for a in rep["facts"]["accelerators"] if a["vendor"] == "nvidia"]
+    assert len(nv) == 2 and not any("power_throttle_reasons" in a for a in nv)

@@ -45,6 +45,7 @@ from ..parsers.nvidia_table import parse_nvidia_smi_table
 from ..probes import NoData, ProbeContext, ProbeError
 from ..registry import collector, deriver
 from ..sysfs import module_version
+from .pastes import NVSMI_BANNER
 
 SMI = ["nvidia-smi", "-q"]
 PROC_VERSION = "/proc/driver/nvidia/version"
@@ -102,6 +103,16 @@ def collect_nvidia(ctx: ProbeContext) -> None:
         res = ctx.run(SMI)
     except CommandNotFound:
         pasted = smi_report_in_logs(ctx)
+        if pasted is not None and NVSMI_BANNER not in pasted[1] and _add_table(ctx):
+            # a banner-less clock-reasons block (collectors.pastes) next to a pasted default
+            # table: the table names the GPU; the block's reasons are that GPU's when it is the
+            # only one (with several, which GPU the block came from is unknown)
+            nv = [a for a in ctx.facts.data.get("accelerators", []) if a.get("vendor") == "nvidia"]
+            if len(nv) == 1 and nv[0].get("pci_address"):
+                rec = parse_nvidia_smi_q(pasted[1])["gpus"][0]
+                rec["pci_address"] = nv[0]["pci_address"]
+                ctx.facts.add_accelerator(rec, source=pasted[0])
+            return
         if pasted is not None:
             _add_report(ctx, pasted[1], pasted[0])
             return
