@@ -9,6 +9,7 @@ import re
 from typing import List, Optional
 
 from ..lazyregex import lazy
+from ..parsers.nvidia_clocks import REASON_SECTIONS
 
 #: The banner line of an `nvidia-smi -q` report (`==============NVSMI LOG==============`).
 NVSMI_BANNER = "NVSMI LOG=="
@@ -19,7 +20,7 @@ NVSMI_TABLE_HEADER = "NVIDIA-SMI "
 #: the banner (`nvidia-smi -q | grep -A8 'Clocks Throttle'`, the block copied out of `-a`):
 #: "Clocks Throttle Reasons" up to R530, "Clocks Event Reasons" from R535 (nvidia_clocks). With
 #: no banner in the log, the last such block is kept as a one-GPU fragment of a report.
-NVSMI_FRAGMENT_HEADERS = ("Clocks Throttle Reasons", "Clocks Event Reasons")
+NVSMI_FRAGMENT_HEADERS = REASON_SECTIONS
 #: A line of the table: "|" after blanks, to the end of the line ("\n"-joined chunk text).
 _TABLE_LINE = lazy(r"^[^\S\n]*(\|[^\n]*)", re.MULTILINE)
 
