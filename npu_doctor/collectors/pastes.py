@@ -61,6 +61,37 @@ class PastedReport:
         return "\n".join(self.parts) if self.found else None
 
 
+#: A `--query-gpu` CSV header cell: a field name, with its unit in brackets under `csv`.
+_QUERY_CELL = lazy(r"^[A-Za-z_][A-Za-z0-9_.]*(?: \[[^\]]*\])?$")
+
+
+class PastedQuery:
+    """The last `nvidia-smi --query-gpu=... --format=csv` output that asks for clock
+    event/throttle reasons (parsers.nvidia_query): its header line and the rows after it that
+    have as many ", "-separated cells."""
+
+    def __init__(self) -> None:
+        self.lines: List[str] = []
+        self.cells = 0
+        self.open = False
+
+    def feed(self, lines: List[str], text: str) -> None:
+        if not self.open and "_reasons." not in text:
+            return
+        for line in lines:
+            s = line.strip()
+            cells = s.split(", ")
+            if "_reasons." in s and len(cells) > 1 and all(_QUERY_CELL.match(c) for c in cells):
+                self.lines, self.cells, self.open = [s], len(cells), True
+            elif self.open and len(cells) == self.cells and len(self.lines) < 256:
+                self.lines.append(s)
+            else:
+                self.open = False
+
+    def text(self) -> Optional[str]:
+        return "\n".join(self.lines) if len(self.lines) > 1 else None
+
+
 class PastedTable:
     """The lines of nvidia-smi's default table (they start with `|`), from its last header on;
     rows without any header (a paste of a few rows) are kept too."""
