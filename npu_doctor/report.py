@@ -112,6 +112,12 @@ def _summary(area: str, facts: Dict[str, Any]) -> str:
         temps = [z for z in zones if isinstance(z.get("temp_c"), (int, float))
                  and not z.get("reading_invalid")]
         if not zones:
+            # an accelerator's own sensor (nvidia-smi, npu-smi, hailortcli) still gives a reading
+            hot_acc = [a for a in g("accelerators", []) if isinstance(a.get("temperature_c"), (int, float))]
+            if hot_acc:
+                a = max(hot_acc, key=lambda x: x["temperature_c"])
+                return (f"no thermal zones exposed; hottest accelerator {a.get('name') or a.get('vendor', '?')} "
+                        f"{_fmt(a['temperature_c'])} °C")
             return "no thermal zones exposed"
         if temps:
             hot = max(temps, key=lambda z: z["temp_c"])
@@ -119,15 +125,24 @@ def _summary(area: str, facts: Dict[str, Any]) -> str:
         return f"{len(zones)} zones"
     if area == "Power & clocks":
         devs = g("devfreq", {}).get("devices", [])
+        # what holds clocks down outside devfreq, so that the line agrees with a power or
+        # thermal finding raised from it: a GPU's active clock event reasons (Idle is not a
+        # hold-down), the Raspberry Pi firmware's throttle word
+        held = [f"GPU {a.get('pci_address') or a.get('index', '?')} clocks held: "
+                + ", ".join(r for r in a["clocks_event_reasons"] if r != "Idle")
+                for a in g("accelerators", []) if isinstance(a.get("clocks_event_reasons"), list)
+                and [r for r in a["clocks_event_reasons"] if r != "Idle"]]
+        if g("power", {}).get("rpi_throttled"):
+            held.append(f"Raspberry Pi get_throttled {g('power', {})['rpi_throttled']}")
         if not devs:
-            return "no devfreq devices"
+            return "; ".join(held[:4]) if held else "no devfreq devices"
         def one(d: Dict[str, Any]) -> str:
             text = f"{d.get('name', '?')} {d.get('governor', '?')}"
             cur, top = d.get("cur_hz"), d.get("max_hz")
             if isinstance(cur, (int, float)) and isinstance(top, (int, float)) and top:
                 text += f" {cur / 1e6:.0f}/{top / 1e6:.0f} MHz"
             return text
-        return "; ".join(one(d) for d in devs[:4])
+        return "; ".join([one(d) for d in devs[:4]] + held[:2])
     if area == "Inference runs":
         from .deep.report import summary
 

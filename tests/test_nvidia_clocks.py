@@ -132,3 +132,43 @@ def test_report_pasted_in_a_log_is_read_when_the_command_is_absent(tmp_path):
     # the command, when recorded, is the source
     rep = check_json(make_snapshot(tmp_path / "b", commands=_smi(Y201), logs={"smi.txt": Y202}))
     assert rep["facts"]["drivers"]["nvidia"]["version"] == "545.29.06"
+
+
+# -- a clock-reasons block pasted without the banner (cases d606, d607) ----------------------------
+D606 = (next(CASES.glob("d606-*")) / "logs" / "nvidia-smi.log").read_text()
+D607 = (next(CASES.glob("d607-*")) / "logs" / "nvidia-smi.log").read_text()
+
+
+def test_block_without_banner_is_one_unnamed_gpu():
+    g = parse_nvidia_smi_q(D606)["gpus"]
+    assert len(g) == 1 and "pci_address" not in g[0]
+    assert g[0]["power_throttle_reasons"] == ["SW Power Cap"] and g[0]["thermal_throttle_reasons"] == []
+    # the R384 wording, grep'd, with the command line above it: Idle is not throttling
+    g = parse_nvidia_smi_q(D607.split("\n", 1)[1])["gpus"][0]
+    assert g["clocks_event_reasons"] == ["Idle"] and g["power_throttle_reasons"] == []
+    with pytest.raises(ValueError):
+        parse_nvidia_smi_q("    Temperature\n        GPU Current Temp : 77 C\n")
+
+
+def test_pasted_block_raises_power_not_thermal_and_a_banner_wins(tmp_path):
+    rep = check_json(make_snapshot(tmp_path / "a", logs={"smi.log": "training log\n" + D606 + "step 12\n"}))
+    assert "power-throttling" in finding_ids(rep) and "thermal-throttling" not in finding_ids(rep)
+    rep = check_json(make_snapshot(tmp_path / "b", logs={"smi.log": D607}))
+    assert not {"power-throttling", "thermal-throttling"} & set(finding_ids(rep))
+    # a whole report later in the log is the one read (its GPU has an address)
+    rep = check_json(make_snapshot(tmp_path / "c", logs={"smi.log": D606 + "\n" + Y202}))
+    assert rep["facts"]["drivers"]["nvidia"]["version"] == "580.95.05"
+
+
+def test_pasted_block_goes_to_the_gpu_of_a_pasted_table(tmp_path):
+    # a one-GPU table (n411, 384.66 TITAN Xp): the block's reasons are that GPU's
+    one = next((next(CASES.glob("n411-*")) / "logs").glob("*")).read_text()
+    rep = check_json(make_snapshot(tmp_path / "a", logs={"smi.log": one + "\n" + D606}))
+    nv = [a for a in rep["facts"]["accelerators"] if a["vendor"] == "nvidia"]
+    assert len(nv) == 1 and nv[0].get("name") and nv[0]["power_throttle_reasons"] == ["SW Power Cap"]
+    assert "power-throttling" in finding_ids(rep)
+    # two GPUs (n410, A800s): which one the block came from is unknown, so neither gets it
+    two = next((next(CASES.glob("n410-*")) / "logs").glob("*")).read_text()
+    rep = check_json(make_snapshot(tmp_path / "b", logs={"smi.log": two + "\n" + D606}))
+    nv = [a for a in rep["facts"]["accelerators"] if a["vendor"] == "nvidia"]
+    assert len(nv) == 2 and not any("power_throttle_reasons" in a for a in nv)

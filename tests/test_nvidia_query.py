@@ -124,3 +124,28 @@ def test_argv_and_q_parser_fixes_for_r580_plus():
     # R580+ print "Utilization / GPU" (was "Gpu"), and "Average Power Draw : N/A" on GeForce
     assert parse_nvidia_smi_q((DATA / "smi-q-590.48.01-h100-idle.txt").read_text())["gpus"][0]["utilization_percent"] == 0
     assert parse_nvidia_smi_q((DATA / "smi-q-595.71.05-rtx2080super-idle.txt").read_text())["gpus"][0]["power_w"] == 37.62
+
+
+# -- a --query-gpu CSV pasted into a log; the per-reason fields -------------------------------------
+def test_per_reason_fields_give_the_reasons_without_active():
+    # the real L40S query under load, narrowed to the columns a report would ask for
+    text = (DATA / "query-gpu-595.80-l40s-load.csv").read_text()
+    head, row = [ln.split(", ") for ln in text.splitlines()[:2]]
+    keep = [i for i, h in enumerate(head) if h.startswith("clocks_event_reasons.") and h != "clocks_event_reasons.active"
+            or h in ("pci.bus_id", "temperature.gpu")]
+    narrow = "\n".join(", ".join(cells[i] for i in keep) for cells in (head, row))
+    g = parse_nvidia_query_gpu(narrow)["gpus"][0]
+    assert g["clocks_event_reasons"] == [] and g["power_throttle_reasons"] == [] and g["temperature_c"] == 54
+    assert parse_nvidia_query_gpu(text)["gpus"][0]["clocks_event_reasons"] == []
+
+
+def test_query_pasted_in_a_log_gives_the_gpu(tmp_path):
+    from conftest import check_json, make_snapshot
+
+    text = (DATA / "query-gpu-595.80-l40s-load.csv").read_text()
+    rep = check_json(make_snapshot(tmp_path, logs={"q.log": "$ nvidia-smi --query-gpu=... --format=csv\n" + text}))
+    nv = [a for a in rep["facts"]["accelerators"] if a["vendor"] == "nvidia"]
+    assert len(nv) == 1 and nv[0]["pci_address"] == "0000:01:00.0" and nv[0]["temperature_c"] == 54
+    assert nv[0]["clocks_event_reasons"] == []
+    ids = {f["id"] for f in rep["findings"]}
+    assert not {"thermal-throttling", "power-throttling"} & ids

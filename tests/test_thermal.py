@@ -278,3 +278,25 @@ def test_build_zone_and_devfreq_without_attributes():
     z = build_zone("thermal_zone9", {"type": "acpitz", "temp": "27800"})
     assert z == {"zone": "thermal_zone9", "type": "acpitz", "temp_c": 27.8, "trips": []}
     assert build_devfreq("x", {}) == {"name": "x"}
+
+
+# -- Raspberry Pi firmware throttle word (vcgencmd get_throttled; case d601) -----------------------
+def test_rpi_get_throttled_bits_from_command_sysfs_and_log(tmp_path):
+    from conftest import make_snapshot
+
+    d601 = next((Path(__file__).parent / "cases").glob("d601-*")) / "logs" / "vcgencmd.log"
+    cmd = [{"argv": ["vcgencmd", "get_throttled"], "returncode": 0, "stdout": "throttled=0x50005\n"}]
+    rep = check_json(make_snapshot(tmp_path / "a", commands=cmd))
+    assert rep["facts"]["power"]["rpi_throttled"] == "0x50005"
+    assert "power-throttling" in finding_ids(rep) and "thermal-throttling" not in finding_ids(rep)
+    # the firmware driver's sysfs copy ("%x", no 0x): soft temperature limit now and since boot
+    rep = check_json(make_snapshot(tmp_path / "b", files={
+        "/sys/devices/platform/soc/soc:firmware/get_throttled": "80008\n"}))
+    assert rep["facts"]["power"]["rpi_throttled"] == "0x80008"
+    assert "thermal-throttling" in finding_ids(rep) and "power-throttling" not in finding_ids(rep)
+    rep = check_json(make_snapshot(tmp_path / "c", files={
+        "/sys/devices/platform/soc/soc:firmware/get_throttled": "0\n"}))
+    assert not {"thermal-throttling", "power-throttling"} & set(finding_ids(rep))
+    # the same output pasted in a log
+    rep = check_json(make_snapshot(tmp_path / "d", logs={"vcgencmd.log": d601.read_text()}))
+    assert "power-throttling" in finding_ids(rep) and "thermal-throttling" not in finding_ids(rep)

@@ -36,7 +36,7 @@ from ..errors import HostError
 from ..host.logstream import iter_log_chunks
 from ..parsers.fallback import TRIGGER_NEEDLES, parse_fallback_logs
 from ..parsers.rknn import parse_runtime_log
-from .pastes import PastedProcVersion, PastedReport, PastedTable
+from .pastes import PastedProcVersion, PastedQuery, PastedReport, PastedTable
 
 #: Characters of log text the whole-text parsers (CPU fallback, RKNN) see at a time.
 WINDOW_CHARS = 2 << 20
@@ -75,6 +75,8 @@ class LogScan:
         self.nvsmi_table: Optional[str] = None
         #: the last "NVRM version: ..." line pasted into the log (/proc/driver/nvidia/version)
         self.nvrm_version_line: Optional[str] = None
+        #: the last `--query-gpu` CSV asking for clock reasons pasted into the log (pastes.PastedQuery)
+        self.nvsmi_query: Optional[str] = None
 
 
 class SignatureMatcher:
@@ -249,6 +251,7 @@ def scan_one(name: str, chunks: Iterable[List[str]], signatures: Iterable[Any],
     pasted = PastedReport()
     table = PastedTable()
     nvrm = PastedProcVersion()
+    query = PastedQuery()
     run = None
     needles = set(sig.needles) | PARSER_NEEDLES
     if catalogs is not None:
@@ -271,6 +274,7 @@ def scan_one(name: str, chunks: Iterable[List[str]], signatures: Iterable[Any],
         pasted.feed(lines, text)
         table.feed(lines, text)
         nvrm.feed(lines, text)
+        query.feed(lines, text)
         if run is not None:
             run.feed(lines, text, hits)
         scan.lines += len(lines)
@@ -280,6 +284,7 @@ def scan_one(name: str, chunks: Iterable[List[str]], signatures: Iterable[Any],
     scan.nvsmi_report = pasted.text()
     scan.nvsmi_table = table.text()
     scan.nvrm_version_line = nvrm.line
+    scan.nvsmi_query = query.text()
     scan.fallback_entries.sort(key=lambda e: (e["line_no"], e["runtime"]))
     scan.signature_events = sig.events
     if win.windows > 1:

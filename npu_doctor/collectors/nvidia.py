@@ -41,10 +41,12 @@ from ..parsers.nvidia import (
     parse_nvidia_smi_q,
     parse_proc_driver_version,
 )
+from ..parsers.nvidia_query import parse_nvidia_query_gpu
 from ..parsers.nvidia_table import parse_nvidia_smi_table
 from ..probes import NoData, ProbeContext, ProbeError
 from ..registry import collector, deriver
 from ..sysfs import module_version
+from .pastes import NVSMI_BANNER
 
 SMI = ["nvidia-smi", "-q"]
 PROC_VERSION = "/proc/driver/nvidia/version"
@@ -102,10 +104,21 @@ def collect_nvidia(ctx: ProbeContext) -> None:
         res = ctx.run(SMI)
     except CommandNotFound:
         pasted = smi_report_in_logs(ctx)
+        if pasted is not None and NVSMI_BANNER not in pasted[1] and _add_table(ctx):
+            # a banner-less clock-reasons block (collectors.pastes) next to a pasted default
+            # table: the table names the GPU; the block's reasons are that GPU's when it is the
+            # only one (with several, which GPU the block came from is unknown)
+            nv = [a for a in ctx.facts.data.get("accelerators", []) if a.get("vendor") == "nvidia"]
+            if len(nv) == 1 and nv[0].get("pci_address"):
+                rec = parse_nvidia_smi_q(pasted[1])["gpus"][0]
+                rec["pci_address"] = nv[0]["pci_address"]
+                ctx.facts.add_accelerator(rec, source=pasted[0])
+            return
         if pasted is not None:
             _add_report(ctx, pasted[1], pasted[0])
             return
-        if _add_table(ctx):
+        tabled = _add_table(ctx)
+        if _add_query(ctx) or tabled:
             return
         if not found:
             raise NoData("no NVIDIA driver, NVML library or nvidia-smi on this host")
@@ -206,6 +219,32 @@ def _add_table(ctx: ProbeContext) -> bool:
     for rec in parsed["gpus"]:
         facts.add_accelerator(rec, source=src)
     return True
+
+
+def _add_query(ctx: ProbeContext) -> bool:
+    """GPU records of the last `--query-gpu` CSV with clock reasons pasted into a log
+    (parsers.nvidia_query): a row with a bus id merges with that GPU; a row without one is the
+    pasted table's GPU when the table has exactly one. True when a row was added."""
+    from .logscan import scan_logs
+
+    try:
+        scans = scan_logs(ctx.host, ctx.options.get("signatures", []), ctx.options.get("catalogs"))
+    except HostError:
+        return False
+    found = [(s.name, s.nvsmi_query) for s in scans if s.nvsmi_query is not None]
+    if not found or ctx.host.exists("/etc/nv_tegra_release"):
+        return False
+    src, text = found[-1]
+    try:
+        rows = parse_nvidia_query_gpu(text)["gpus"]
+    except ValueError:
+        return False
+    nv = [a for a in ctx.facts.data.get("accelerators", []) if a.get("vendor") == "nvidia"]
+    for rec in rows:
+        if "pci_address" not in rec and len(rows) == 1 and len(nv) == 1 and nv[0].get("pci_address"):
+            rec["pci_address"] = nv[0]["pci_address"]
+        ctx.facts.add_accelerator(rec, source=src)
+    return bool(rows)
 
 
 def _add_report(ctx: ProbeContext, text: str, src: str) -> None:

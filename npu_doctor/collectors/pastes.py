@@ -9,12 +9,18 @@ import re
 from typing import List, Optional
 
 from ..lazyregex import lazy
+from ..parsers.nvidia_clocks import REASON_SECTIONS
 
 #: The banner line of an `nvidia-smi -q` report (`==============NVSMI LOG==============`).
 NVSMI_BANNER = "NVSMI LOG=="
 #: Characters of a pasted `nvidia-smi -q` report kept (a report is ~7 KB per GPU).
 NVSMI_REPORT_CHARS = 1 << 20
 NVSMI_TABLE_HEADER = "NVIDIA-SMI "
+#: Section headers of one GPU's `nvidia-smi -q` report that reports paste on their own, without
+#: the banner (`nvidia-smi -q | grep -A8 'Clocks Throttle'`, the block copied out of `-a`):
+#: "Clocks Throttle Reasons" up to R530, "Clocks Event Reasons" from R535 (nvidia_clocks). With
+#: no banner in the log, the last such block is kept as a one-GPU fragment of a report.
+NVSMI_FRAGMENT_HEADERS = REASON_SECTIONS
 #: A line of the table: "|" after blanks, to the end of the line ("\n"-joined chunk text).
 _TABLE_LINE = lazy(r"^[^\S\n]*(\|[^\n]*)", re.MULTILINE)
 
@@ -26,13 +32,26 @@ class PastedReport:
         self.parts: List[str] = []
         self.chars = 0
         self.found = False
+        #: what is kept is a banner-less block (NVSMI_FRAGMENT_HEADERS), not a whole report
+        self.fragment = False
 
     def feed(self, lines: List[str], text: str) -> None:
         if NVSMI_BANNER in text:
             at = max(i for i, line in enumerate(lines) if NVSMI_BANNER in line)
-            self.parts, self.chars, self.found = [], 0, True
+            self.parts, self.chars, self.found, self.fragment = [], 0, True, False
             lines = lines[at:]
             text = "\n".join(lines)
+        elif (not self.found or self.fragment) and " Reasons" in text:
+            # a block pasted without the banner: from its last header in this chunk on
+            at = max((i for i, line in enumerate(lines) if line.strip() in NVSMI_FRAGMENT_HEADERS),
+                     default=None)
+            if at is None:
+                if not self.found or self.chars >= NVSMI_REPORT_CHARS:
+                    return
+            else:
+                self.parts, self.chars, self.found, self.fragment = [], 0, True, True
+                lines = lines[at:]
+                text = "\n".join(lines)
         elif not self.found or self.chars >= NVSMI_REPORT_CHARS:
             return
         self.parts.append(text[:NVSMI_REPORT_CHARS - self.chars])
@@ -40,6 +59,37 @@ class PastedReport:
 
     def text(self) -> Optional[str]:
         return "\n".join(self.parts) if self.found else None
+
+
+#: A `--query-gpu` CSV header cell: a field name, with its unit in brackets under `csv`.
+_QUERY_CELL = lazy(r"^[A-Za-z_][A-Za-z0-9_.]*(?: \[[^\]]*\])?$")
+
+
+class PastedQuery:
+    """The last `nvidia-smi --query-gpu=... --format=csv` output that asks for clock
+    event/throttle reasons (parsers.nvidia_query): its header line and the rows after it that
+    have as many ", "-separated cells."""
+
+    def __init__(self) -> None:
+        self.lines: List[str] = []
+        self.cells = 0
+        self.open = False
+
+    def feed(self, lines: List[str], text: str) -> None:
+        if not self.open and "_reasons." not in text:
+            return
+        for line in lines:
+            s = line.strip()
+            cells = s.split(", ")
+            if "_reasons." in s and len(cells) > 1 and all(_QUERY_CELL.match(c) for c in cells):
+                self.lines, self.cells, self.open = [s], len(cells), True
+            elif self.open and len(cells) == self.cells and len(self.lines) < 256:
+                self.lines.append(s)
+            else:
+                self.open = False
+
+    def text(self) -> Optional[str]:
+        return "\n".join(self.lines) if len(self.lines) > 1 else None
 
 
 class PastedTable:

@@ -14,7 +14,7 @@ import posixpath
 import re
 from typing import Dict, Optional, Tuple
 
-from ..errors import AccessDenied, HostError, NotFound
+from ..errors import AccessDenied, CommandNotFound, HostError, NotFound
 from ..lazyregex import lazy
 from ..parsers.thermal import build_zone, parse_int
 from ..probes import NoData, ProbeContext
@@ -110,3 +110,37 @@ def collect_thermal(ctx: ProbeContext) -> None:
             for key in ("type", "cur_state", "max_state"):
                 if key in c:
                     ctx.facts.sources[f"thermal.cooling_devices[{i}].{key}"] = f"{c['sysfs']}/{key}"
+
+
+#: The Raspberry Pi firmware's throttle word: `vcgencmd get_throttled` prints "throttled=0x%x";
+#: the downstream kernel's firmware driver shows the same word as "%x" in sysfs
+#: (raspberrypi/linux drivers/firmware/raspberrypi.c, get_throttled_show).
+RPI_GET_THROTTLED = ["vcgencmd", "get_throttled"]
+RPI_THROTTLED_SYSFS = "/sys/devices/platform/soc/soc:firmware/get_throttled"
+_HEX_RE = lazy(r"^(?:0x)?([0-9a-fA-F]{1,8})$")
+
+
+@collector("rpi_throttled")
+def collect_rpi_throttled(ctx: ProbeContext) -> None:
+    """`power.rpi_throttled` (the word as "0x..."), and the catalog events of its bits: the
+    meaning of each bit is catalog data (catalogs/power.toml supply bits, catalogs/thermal.toml
+    temperature bits), matched on the line in vcgencmd's own format so that a pasted
+    `vcgencmd get_throttled` in a log and the live word read the same way."""
+    from .logs import _add_catalog_events
+
+    word = source = None
+    try:
+        res = ctx.run(RPI_GET_THROTTLED)
+        m = re.search(r"throttled=(0x[0-9a-fA-F]+)", res.stdout or "")
+        if m:
+            word, source = m.group(1).lower(), "vcgencmd get_throttled"
+    except (CommandNotFound, HostError):
+        pass
+    if word is None:
+        m = _HEX_RE.match((ctx.read(RPI_THROTTLED_SYSFS) or "").strip())
+        if m:
+            word, source = f"0x{int(m.group(1), 16):x}", RPI_THROTTLED_SYSFS
+    if word is None:
+        raise NoData("not a Raspberry Pi (no vcgencmd get_throttled, no firmware get_throttled)")
+    ctx.facts.set("power.rpi_throttled", word, source)
+    _add_catalog_events(ctx, f"throttled={word}", source, ("kernel", "runtime"), "runtime")

@@ -29,7 +29,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..lazyregex import lazy
 from ..registry import parser
-from .nvidia_clocks import THERMAL_REASONS, counters, power_limits, reasons
+from .nvidia_clocks import REASON_SECTIONS, THERMAL_REASONS, counters, power_limits, reasons
 from .nvidia_versions import (  # noqa: F401
     nvidia_upgrades,
     parse_cuda_version_file,
@@ -373,14 +373,15 @@ def parse_nvidia_smi_q(text: str) -> Dict[str, Any]:
     clocks_event_reasons [active reason names], thermal_throttle_reasons, power_throttle_reasons,
     clocks_event_counters {sw_thermal_s, hw_thermal_s, sw_power_cap_s, hw_power_brake_s,
     sync_boost_s, thermal_s, power_s} (parsers.nvidia_clocks), reset_required, remapping_failure,
-    retired_pages_pending, row_remap_pending, remapped_rows_uncorrectable,
-    ecc_uncorrectable_volatile, repair_pending ["Channel Repair Pending", ...], compute_mode.
-    Temperatures in °C, power in W. Raises ValueError for text that is not such a report.
+    retired_pages_pending, row_remap_pending, remapped_rows_uncorrectable, ecc_uncorrectable_volatile,
+    repair_pending, compute_mode. °C, W. ValueError for text that is not such a report (or block).
     """
     top, gpus = _tree(text)
     drv = _val(top.get("Driver Version"))
     if drv is None and not gpus:
-        raise ValueError("no 'Driver Version' and no GPU section (is this `nvidia-smi -q` output?)")
+        if not any(isinstance(top.get(k), dict) for k in REASON_SECTIONS):
+            raise ValueError("no 'Driver Version' and no GPU section (is this `nvidia-smi -q` output?)")
+        gpus = [("", top)]  # one GPU's block pasted alone (grep -A8 'Clocks Throttle'): unnamed
     out: Dict[str, Any] = {"gpus": [_gpu_record(bus, g, i) for i, (bus, g) in enumerate(gpus)]}
     if drv:
         out["driver_version"] = drv

@@ -28,6 +28,9 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Dict, List, Optional
 
+#: The section's name in every driver generation; pasted alone (`nvidia-smi -q | grep -A8
+#: 'Clocks Throttle'`), it is still one GPU's record (parsers.nvidia.parse_nvidia_smi_q).
+REASON_SECTIONS = ("Clocks Throttle Reasons", "Clocks Event Reasons")
 #: The reasons that mean "held down for temperature".
 THERMAL_REASONS = ("HW Thermal Slowdown", "SW Thermal Slowdown")
 #: The reasons that mean "held down by a power limit or the supply" (HW Slowdown: see above).
@@ -104,5 +107,5 @@ def power_limits(g: Dict[str, Any], num: Callable[[Any], Optional[float]]) -> Di
     return out
 
 
-__all__ = ["THERMAL_REASONS", "POWER_REASONS", "COUNTERS", "power_reasons", "reasons", "counters",
+__all__ = ["REASON_SECTIONS", "THERMAL_REASONS", "POWER_REASONS", "COUNTERS", "power_reasons", "reasons", "counters",
            "power_limits"]

@@ -55,6 +55,16 @@ REFRESHED = ("temperature_c", "utilization_percent", "memory_utilization_percent
              "freq.cur_hz", "performance_state", "clocks_event_reasons",
              "thermal_throttle_reasons", "power_throttle_reasons", "pcie.cur_gen", "pcie.cur_speed_gts", "pcie.cur_width")
 
+#: The per-reason fields ("Active"/"Not Active"; nvidia-smi --help-query-gpu,
+#: `clocks_throttle_reasons.<name>`, `clocks_event_reasons.<name>` from R535) -> `-q` names: a
+#: query that asks for them but not for `.active` (what reports paste) still gives the reasons.
+REASON_FIELDS = {"gpu_idle": "Idle", "applications_clocks_setting": "Applications Clocks Setting",
+                 "sw_power_cap": "SW Power Cap", "hw_slowdown": "HW Slowdown",
+                 "hw_thermal_slowdown": "HW Thermal Slowdown",
+                 "hw_power_brake_slowdown": "HW Power Brake Slowdown", "sync_boost": "Sync Boost",
+                 "sw_thermal_slowdown": "SW Thermal Slowdown",
+                 "display_clock_setting": "Display Clock Setting"}
+
 _INVALID_RE = lazy(r'Field "([^"]+)" is not a valid field to query')
 _FIELD_RE = lazy(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 _UNIT_RE = lazy(r"\s*\[[^\]]*\]$")
@@ -155,6 +165,11 @@ def sample_record(row: Dict[str, Optional[str]]) -> Dict[str, Any]:
     if row.get("pstate"):
         rec["performance_state"] = row["pstate"]
     active = _reasons(row.get("clocks_event_reasons.active") or row.get("clocks_throttle_reasons.active"))
+    if active is None:
+        flags = {name: row.get(f"clocks_event_reasons.{f}") or row.get(f"clocks_throttle_reasons.{f}")
+                 for f, name in REASON_FIELDS.items()}
+        if any(v is not None for v in flags.values()):
+            active = [n for n, v in flags.items() if v is not None and v.strip().lower() == "active"]
     if active is not None:
         rec["clocks_event_reasons"] = active
         rec["thermal_throttle_reasons"] = [r for r in active if r in THERMAL_REASONS]
@@ -225,5 +240,5 @@ def parse_nvidia_query_gpu(text: str) -> Dict[str, Any]:
     return {"gpus": [sample_record(r) for r in query_rows(text)]}
 
 
-__all__ = ["BASE_FIELDS", "OPTIONAL_FIELDS", "REFRESHED", "query_argv", "fields_for", "invalid_field",
+__all__ = ["BASE_FIELDS", "REASON_FIELDS", "OPTIONAL_FIELDS", "REFRESHED", "query_argv", "fields_for", "invalid_field",
            "query_rows", "sample_record", "refresh_record", "parse_nvidia_query_gpu"]
