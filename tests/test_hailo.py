@@ -189,3 +189,14 @@ def test_identify_exit_0_unreadable_is_probe_error(tmp_path):
     facts, findings = _run(_snapshot(tmp_path, [(ident, 0, "something new\n", "")]))
     ids = {f["id"] for f in findings}
     assert "probe-failed" in ids and "runtime-init-failed" not in ids
+
+
+def test_hailo1x_53_class_and_node_names(tmp_path):
+    # constructed from hailort-drivers v5.3.0 linux/pcie/src/pcie.c: hailo1x_pci registers class
+    # "hailo1x" and names its nodes "%s-%d" with HAILO_DEV_NAME "h1x" (up to 5.2: hailo_chardev, hailoN)
+    snap = _snapshot(tmp_path, files={"/sys/class/hailo1x/h1x-0/dev": "509:0\n",
+                                      "/sys/module/hailo1x_pci/version": "5.3.0\n"})
+    facts, findings = _run(snap)
+    devs = fact_values(facts, "accelerators.*.dev")
+    assert "/dev/h1x-0" in devs
+    assert "no-accelerator-found" not in {f["id"] for f in findings}

@@ -3,7 +3,7 @@
 Facts written:
 - accelerators[] (vendor "hailo"): pci_address, name (the Device Architecture, e.g. HAILO8L,
   trusted over Board Name), architecture, board_name, product_name, part_number,
-  firmware.version, driver.{name, version}, dev (/dev/hailoN)
+  firmware.version, driver.{name, version}, dev (/dev/hailoN; /dev/h1x-N from hailo1x_pci 5.3)
 - drivers.hailo_pci.version / drivers.hailo1x_pci.version (/sys/module/<m>/version, or the
   version HailoRT reports when it refuses the driver)
 - sdks.hailort.{version, path|source} (libhailort.so.X.Y.Z, `hailortcli --version`, dpkg, or
@@ -54,8 +54,10 @@ def collect_hailo(ctx: ProbeContext) -> None:
         if v:
             found = True
             ctx.facts.set(f"drivers.{mod}", {"version": v, "loaded": True, "source": vpath}, vpath)
-    # device nodes and their PCI functions
-    for path in ctx.host.glob("/sys/class/hailo_chardev/hailo*"):
+    # device nodes and their PCI functions: hailo_pci and hailo1x_pci up to 5.2 register class
+    # hailo_chardev with nodes hailoN; hailo1x_pci 5.3+ registers class hailo1x with nodes h1x-N
+    # (hailort-drivers linux/pcie/src/pcie.c: class_create_compat, HAILO_DEV_NAME "%s-%d")
+    for path in ctx.host.glob("/sys/class/hailo_chardev/hailo*") + ctx.host.glob("/sys/class/hailo1x/h1x-*"):
         name = posixpath.basename(path)
         try:
             dev_dir = ctx.host.realpath(posixpath.join(path, "device"))

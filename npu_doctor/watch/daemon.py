@@ -76,7 +76,7 @@ class Watcher:
 
             ctx = pyudev.Context()
             mon = pyudev.Monitor.from_netlink(ctx)
-            for sub in ("accel", "drm", "pci", "misc", "platform", "apex", "hailo_chardev"):
+            for sub in ("accel", "drm", "pci", "misc", "platform", "apex", "hailo_chardev", "hailo1x"):
                 mon.filter_by(sub)
             mon.start()
             return mon

@@ -5,7 +5,7 @@ Collector `accelerators` (probe spec and detection tables: probes/accelerators.t
 - PCI devices (`/sys/bus/pci/devices/*`) whose class starts with a listed prefix (0x12,
   processing accelerator) or whose `vendor:device` / vendor+class is in the tables;
 - class devices: `/sys/class/accel/accel*`, `/sys/class/apex/apex_*` (Coral),
-  `/sys/class/hailo_chardev/hailo*`, and DRM render nodes `/sys/class/drm/renderD*` of a device
+  `/sys/class/hailo_chardev/hailo*` and `/sys/class/hailo1x/h1x-*`, and DRM render nodes `/sys/class/drm/renderD*` of a device
   already found;
 - platform NPUs: platform devices whose `of_node/compatible` is in the table
   (`rockchip,rk3588-rknpu` at fdab0000.npu ...);

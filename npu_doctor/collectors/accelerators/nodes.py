@@ -18,7 +18,7 @@ def finish_nodes(inv: _Inventory, rec: Dict[str, Any], srcs: Dict[str, str]) -> 
     nodes = rec.get("dev_nodes") or []
     if not nodes:
         return
-    prio = {"accel": 0, "apex": 1, "hailo_chardev": 1, "drm": 2}
+    prio = {"accel": 0, "apex": 1, "hailo_chardev": 1, "hailo1x": 1, "drm": 2}
     nodes.sort(key=lambda n: (prio.get(n.get("subsystem", ""), 5), n["path"]))
     for n in nodes:
         st = host.stat(n["path"])
