@@ -43,14 +43,13 @@ class PastedReport:
             text = "\n".join(lines)
         elif (not self.found or self.fragment) and " Reasons" in text:
             # a block pasted without the banner: from its last header in this chunk on
-            at = max((i for i, line in enumerate(lines) if line.strip() in NVSMI_FRAGMENT_HEADERS),
-                     default=None)
-            if at is None:
+            heads = [i for i, line in enumerate(lines) if line.strip() in NVSMI_FRAGMENT_HEADERS]
+            if not heads:
                 if not self.found or self.chars >= NVSMI_REPORT_CHARS:
                     return
             else:
                 self.parts, self.chars, self.found, self.fragment = [], 0, True, True
-                lines = lines[at:]
+                lines = lines[heads[-1]:]
                 text = "\n".join(lines)
         elif not self.found or self.chars >= NVSMI_REPORT_CHARS:
             return

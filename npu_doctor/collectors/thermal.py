@@ -128,7 +128,8 @@ def collect_rpi_throttled(ctx: ProbeContext) -> None:
     `vcgencmd get_throttled` in a log and the live word read the same way."""
     from .logs import _add_catalog_events
 
-    word = source = None
+    word: Optional[str] = None
+    source = ""
     try:
         res = ctx.run(RPI_GET_THROTTLED)
         m = re.search(r"throttled=(0x[0-9a-fA-F]+)", res.stdout or "")
