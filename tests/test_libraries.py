@@ -179,6 +179,25 @@ def test_tensorflow_probing_for_tensorrt_is_not_a_missing_library():
     assert got[:2] == ["libcusolver.so.11", "libcudnn.so.8"]
 
 
+def test_ollama_probing_32_bit_gpu_libraries_is_not_a_wrong_elf_class():
+    """ollama's discovery tries the 32-bit libcuda/libnvidia-ml of a multilib system and logs
+    the failure (the signature's `unless`); a program's own wrong-class library counts."""
+    from npu_doctor import registry
+
+    registry.load_all()
+    sigs = load_signatures()
+    noise = (  # ollama/ollama#2226 (0.1.22), #5493 (0.1.40, OLLAMA_DEBUG)
+        "2024/01/27 07:32:28 gpu.go:294: INFO Unable to load CUDA management library /usr/lib/libnvidia-ml.so.545.29.06: Unable to load /usr/lib/libnvidia-ml.so.545.29.06 library to query for Nvidia GPUs: /usr/lib/libnvidia-ml.so.545.29.06: wrong ELF class: ELFCLASS32\n"
+        'time=2024-07-04T17:13:20.134+08:00 level=DEBUG source=gpu.go:385 msg="Unable to load nvcuda" library=/usr/lib/libcuda.so.418.74 error="Unable to load /usr/lib/libcuda.so.418.74 library to query for Nvidia GPUs: /usr/lib/libcuda.so.418.74: wrong ELF class: ELFCLASS32"\n')
+    assert not [e for e in match_signatures(noise, "x", sigs, "runtime")
+                if e["signature"] == "shared-library-wrong-elf-class"]
+    # MotrixLab/SMPLer-X#37: cuDNN cannot load because libcuda.so is the 32-bit one
+    real = "Could not load library libcudnn_cnn_infer.so.8. Error: libcuda.so: wrong ELF class: ELFCLASS32\n"
+    got = [e["library"] for e in match_signatures(real, "x", sigs, "runtime")
+           if e["signature"] == "shared-library-wrong-elf-class"]
+    assert got == ["libcuda.so"]
+
+
 def test_a_signature_unless_is_checked_when_loaded(tmp_path):
     from npu_doctor.errors import ConfigError
     from npu_doctor.probes import _load_signatures
