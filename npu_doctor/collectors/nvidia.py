@@ -150,19 +150,24 @@ def collect_nvidia(ctx: ProbeContext) -> None:
     _add_report(ctx, res.stdout, src)
 
 
+def _log_scans(ctx: ProbeContext) -> List[Any]:
+    """The one pass over each runtime log (collectors.logscan.scan_logs, shared by the probes);
+    [] when a log cannot be read (the runtime-logs probe reports that)."""
+    from .logscan import scan_logs
+
+    try:
+        return scan_logs(ctx.host, ctx.options.get("signatures", []), ctx.options.get("catalogs"))
+    except HostError:
+        return []
+
+
 def smi_report_in_logs(ctx: ProbeContext) -> Optional[Tuple[str, str]]:
     """(source, text) of the last `nvidia-smi -q` report pasted into a runtime log (a snapshot's
     logs/, `--log FILE`): from its "==...NVSMI LOG==..." banner to the end of the file or the
     next banner (collectors.logscan, the one pass over each log). Reports give the same facts
     as the command; None when no log has one."""
-    from .logscan import scan_logs
-
     found = None
-    try:
-        scans = scan_logs(ctx.host, ctx.options.get("signatures", []), ctx.options.get("catalogs"))
-    except HostError:
-        return None
-    for scan in scans:
+    for scan in _log_scans(ctx):
         if scan.nvsmi_report is not None:
             found = (scan.name, scan.nvsmi_report)
     return found
@@ -172,12 +177,7 @@ def _add_proc_version_line(ctx: ProbeContext) -> bool:
     """drivers.nvidia.version from the last /proc/driver/nvidia/version line ("NVRM version:
     ...") pasted into a runtime log, for a snapshot of a report without the file: tools such
     as cuda_memtest print it as they start. True when a log had one."""
-    from .logscan import scan_logs
-
-    try:
-        scans = scan_logs(ctx.host, ctx.options.get("signatures", []), ctx.options.get("catalogs"))
-    except HostError:
-        return False
+    scans = _log_scans(ctx)
     found = None
     for scan in scans:
         if scan.nvrm_version_line is not None:
@@ -196,12 +196,7 @@ def _add_proc_version_line(ctx: ProbeContext) -> bool:
 def _add_table(ctx: ProbeContext) -> bool:
     """Facts of the last default `nvidia-smi` table pasted into a runtime log (header: driver and
     CUDA level; rows: the GPUs and their readings, parsers.nvidia_table). True when it had GPUs."""
-    from .logscan import scan_logs
-
-    try:
-        scans = scan_logs(ctx.host, ctx.options.get("signatures", []), ctx.options.get("catalogs"))
-    except HostError:
-        return False
+    scans = _log_scans(ctx)
     found = None
     for scan in scans:
         if scan.nvsmi_table is not None:
@@ -225,12 +220,7 @@ def _add_query(ctx: ProbeContext) -> bool:
     """GPU records of the last `--query-gpu` CSV with clock reasons pasted into a log
     (parsers.nvidia_query): a row with a bus id merges with that GPU; a row without one is the
     pasted table's GPU when the table has exactly one. True when a row was added."""
-    from .logscan import scan_logs
-
-    try:
-        scans = scan_logs(ctx.host, ctx.options.get("signatures", []), ctx.options.get("catalogs"))
-    except HostError:
-        return False
+    scans = _log_scans(ctx)
     found = [(s.name, s.nvsmi_query) for s in scans if s.nvsmi_query is not None]
     if not found or ctx.host.exists("/etc/nv_tegra_release"):
         return False
