@@ -52,12 +52,15 @@ class Config:
     #: the shipped rules files' version matrices (npu_doctor.matrices), kept with the rest so
     #: that a cached start reads no rules file at all
     matrices: Dict[str, List[Dict[str, Any]]] = field(default_factory=dict)
+    #: names this configuration in the user cache (catalog.eventcache); "" when it has none
+    digest: str = ""
 
     @classmethod
     def load(cls, probe_dirs: Iterable[str] = (), rule_dirs: Iterable[str] = ()) -> "Config":
         """Raises ConfigError for a bad probe spec or rules file. What was loaded before from
         the same files is read back from the user cache (npu_doctor.configcache)."""
         from . import configcache, matrices, regexmemo, registry
+        from .catalog import eventcache
 
         probe_dirs, rule_dirs = list(probe_dirs), list(rule_dirs)
         try:
@@ -69,6 +72,7 @@ class Config:
             if isinstance(hit, cls):
                 registry.load_all()  # the collectors the specs name, by import
                 matrices.install(hit.matrices)
+                hit.digest = eventcache.config_digest(key)
                 return hit
         from .catalog.matcher import load_catalogs  # only when the files are read
         from .datafiles import save_cache
@@ -82,6 +86,7 @@ class Config:
         regexmemo.save()
         if key is not None:
             configcache.save(key, config)
+            config.digest = eventcache.config_digest(key)
         return config
 
 
@@ -103,7 +108,8 @@ def run_check(host: Host, config: Config, select: Sequence[str] = (),
     `pool`: the workerpool.WorkerPool the probes run on (watch keeps one), else new threads."""
     specs = [s for s in config.specs if s.fast] if only_fast else config.specs
     facts, results = run_probes(host, specs, progress=progress, options={"sample_s": sample_s, "signatures": config.signatures,
-                                                "catalogs": config.catalogs}, pool=pool)
+                                                "catalogs": config.catalogs,
+                                                "config_digest": config.digest}, pool=pool)
     if deep is not None:
         from .deep import deep_runs
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 from .. import truncation
+from ..catalog import eventcache
 from ..catalog.logtext import blocks
 from ..errors import CommandNotFound
 from ..probes import NoData, ProbeContext, Signature
@@ -69,8 +70,15 @@ def _add_events(ctx: ProbeContext, events: List[Dict[str, Any]]) -> None:
 def _add_catalog_events(ctx: ProbeContext, text: str, source: str, scopes: Tuple[str, ...],
                         log_scope: str) -> None:
     catalogs = ctx.options.get("catalogs")
-    if catalogs is not None:
-        _add_events(ctx, catalogs.match_text(text, source, scopes, log_scope))
+    if catalogs is None:
+        return
+    # the same log under the same configuration: its events from the last run (eventcache)
+    config = str(ctx.options.get("config_digest") or "")
+    events = eventcache.lookup(config, text, source, scopes, log_scope)
+    if events is None:
+        events = catalogs.match_text(text, source, scopes, log_scope)
+        eventcache.store(config, text, source, scopes, log_scope, events)
+    _add_events(ctx, events)
 
 
 @collector("kernel_log")
