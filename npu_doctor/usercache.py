@@ -3,10 +3,10 @@
 Nothing here changes a result: every entry is keyed by the identity of the file it came from
 (mtime and size, for ELF files also device and inode), so a changed file is read afresh. What
 is kept: parsed data files (datafiles), the validated configuration (configcache), facts
-derived from regex texts (regexmemo), ELF dynamic sections (linker.elf), application
-interpreters' import paths (pyenvcache), the catalog events of a kernel log
-(catalog.eventcache) and outputs of version queries and `dpkg-query -W`
-(host.cmdcache); each module says what its entries depend on.
+derived from regex texts (regexmemo), ELF dynamic sections (linker.elf), the last live library
+preflight (linker.preflightcache), application interpreters' import paths (pyenvcache), the
+catalog events of a kernel log (catalog.eventcache) and outputs of version queries and
+`dpkg-query -W` (host.cmdcache); each module says what its entries depend on.
 `NPU_DOCTOR_NO_CACHE=1` turns it off; `NPU_DOCTOR_CACHE_DIR` moves it (default
 `$XDG_CACHE_HOME/npu-doctor`, else `~/.cache/npu-doctor`). A missing, unwritable or corrupt
 cache is the same as an empty one.
@@ -29,7 +29,7 @@ from typing import Any, Optional
 STALE_S = 30 * 86400
 #: The names this module's callers write (and `.<name>.*`, a temp file a killed writer left).
 _FAMILIES = ("config-", "data-cache-", "regex-facts-", "command-outputs-", "python-answers-",
-             "elf-cache", "log-events-")
+             "elf-cache", "log-events-", "library-preflight-")
 
 
 def cache_path(name: str) -> Optional[str]:

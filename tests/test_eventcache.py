@@ -14,7 +14,6 @@ from npu_doctor.catalog import eventcache
 from npu_doctor.catalog.matcher import CatalogSet
 from npu_doctor.host import open_host
 
-
 # Xid 119 five times in `dmesg` (a real report)
 CASE = Path(__file__).parent / "cases" / "k15-nvidia-xid119-gsp-rpc-timeout"
 

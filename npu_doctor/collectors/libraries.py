@@ -245,17 +245,31 @@ def collect_libraries(ctx: ProbeContext) -> None:
     roots = _walk_roots(ctx)
     if not roots:
         raise NoData("no accelerator SDK libraries found at the vendor locations")
+    max_roots = int(ctx.args.get("max_roots", 2000))
+    truncated = len(roots) > max_roots
+    roots = roots[:max_roots]
+    # a live host's records of the last check, while nothing they depended on changed
+    # (linker.preflightcache: the directories searched, the files read, the configuration)
+    config = str(ctx.options.get("config_digest") or "") if ctx.host.source == "live" else ""
+    ld_library_path = ctx.host.environ().get("LD_LIBRARY_PATH", "") if config else ""
+    if config:
+        from ..linker import preflightcache
+
+        kept = preflightcache.lookup(config, roots, ld_library_path)
+        if kept is not None:
+            _set_facts(ctx, kept, start, cpu0)
+            return
     # the ELF reader and loader model are imported only when there are SDK files to read
     # (a snapshot of sysfs alone never pays for them)
     from ..linker import elf as elfmod
     from ..linker.elf import ElfError, NotElf, read_elf
     from ..linker.ldso import Resolver
 
+    host: Any = ctx.host
+    if config:
+        host = preflightcache.TouchedHost(ctx.host)
     parsed0 = elfmod.STATS["parsed"]
-    max_roots = int(ctx.args.get("max_roots", 2000))
-    truncated = len(roots) > max_roots
-    roots = roots[:max_roots]
-    resolver = Resolver(ctx.host)
+    resolver = Resolver(host)
     remedies = list(ctx.args.get("remedy", []))
     assume = list(ctx.args.get("assume_loaded_python", []))
     index: Dict[str, List[str]] = {}
@@ -266,7 +280,7 @@ def collect_libraries(ctx: ProbeContext) -> None:
     root_paths = {p for _s, p, _py in roots}
     for sdk, path, py in roots:
         try:
-            info = read_elf(ctx.host, path)
+            info = read_elf(host, path)
         except (NotElf, ElfError, HostError):
             continue
         if info.elf_type != "ET_DYN" or not info.has_dynamic:
@@ -283,23 +297,32 @@ def collect_libraries(ctx: ProbeContext) -> None:
                 dep_records[node.path] = rec
     if ctx.host.source == "live":
         elfmod.save_cache()
-    if not records:
-        raise NoData("no ELF shared objects among the SDK files found")
-    all_recs = records + list(dep_records.values())
-    src = "ELF dynamic section (" + (resolver.cache_source or "no loader cache") + ")"
-    for i, rec in enumerate(all_recs):
-        ctx.facts.set(f"libraries[{i}]", rec, src)
     summary: Dict[str, Any] = {
         "roots": len(records), "dependencies_with_problems": len(dep_records),
         "files_parsed": elfmod.STATS["parsed"] - parsed0,
         "loader_cache": resolver.cache_source,
-        "duration_ms": round((time.monotonic() - start) * 1000, 1),
-        "cpu_ms": round((_thread_cpu() - cpu0) * 1000, 1),
     }
     if resolver.cache_error:
         summary["loader_cache_error"] = resolver.cache_error
     if truncated:
         summary["truncated_at"] = max_roots
+    found = {"records": records + list(dep_records.values()), "summary": summary,
+             "source": "ELF dynamic section (" + (resolver.cache_source or "no loader cache") + ")"}
+    if config:
+        preflightcache.store(config, roots, ld_library_path, host, found)
+    _set_facts(ctx, found, start, cpu0)
+
+
+def _set_facts(ctx: ProbeContext, found: Dict[str, Any], start: float, cpu0: float) -> None:
+    """`libraries[]` and `library_scan` from what collect_libraries found (or kept)."""
+    if not found["records"]:
+        raise NoData("no ELF shared objects among the SDK files found")
+    src = found["source"]
+    for i, rec in enumerate(found["records"]):
+        ctx.facts.set(f"libraries[{i}]", rec, src)
+    summary = dict(found["summary"])
+    summary["duration_ms"] = round((time.monotonic() - start) * 1000, 1)
+    summary["cpu_ms"] = round((_thread_cpu() - cpu0) * 1000, 1)
     ctx.facts.set("library_scan", summary, src)
 
 
