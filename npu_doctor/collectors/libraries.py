@@ -332,8 +332,9 @@ def compare_unverified_with_libc(facts: Facts, host: Host) -> None:
     with `libc.version`; newer than it is unsatisfied (basis "libc.version")."""
     libc = facts.get("libc.version")
     libs = facts.get("libraries")
-    if not libc or not isinstance(libs, list):
-        return
+    if not libc or not isinstance(libs, list) or not any(
+            isinstance(rec, dict) and rec.get("unverified") for rec in libs):
+        return  # (a live check has none: the loader model is not imported for it)
     from ..linker.ldso import glibc_version_of
 
     for i, rec in enumerate(libs):
