@@ -32,14 +32,15 @@ def star_match(segments: Tuple[str, ...], name: str) -> bool:
     return True
 
 
-def filter_names(names: List[str], pattern: str) -> List[str]:
+def filter_names(names: List[str], pattern: str, presorted: bool = False) -> List[str]:
     """fnmatch.filter (POSIX: case-sensitive), without a regex for `*`-only patterns. Names
     in sorted order (as Host.listdir gives them) are narrowed to the pattern's literal prefix
-    by bisection first: `libze_*.so*` looks at a handful of a library directory's names."""
+    by bisection first: `libze_*.so*` looks at a handful of a library directory's names.
+    `presorted`: the caller guarantees the order (else it is checked, in O(n))."""
     if "*" in pattern and not any(c in pattern for c in "?[\\"):
         segs = tuple(pattern.split("*"))
         head = segs[0]
-        if head and all(a <= b for a, b in zip(names, names[1:])):
+        if head and (presorted or all(a <= b for a, b in zip(names, names[1:]))):
             lo = bisect.bisect_left(names, head)
             hi = bisect.bisect_left(names, head[:-1] + chr(ord(head[-1]) + 1), lo)
             names = names[lo:hi]

@@ -94,3 +94,18 @@ def test_star_patterns_agree_with_fnmatch_on_every_small_case():
         assert filter_names(names, pat) == fnmatch.filter(names, pat), pat
         m = NamePatterns([pat])
         assert [n for n in names if m.match(n)] == [n for n in names if fnmatch.fnmatchcase(n, pat)], pat
+
+
+@pytest.mark.parametrize("pattern", ["libcuda.so*", "lib*.so.1", "nvidia-*", "libze_*.so*", "a*b*c"])
+def test_presorted_names_give_fnmatchs_answer(pattern):
+    names = sorted(["libcuda.so", "libcuda.so.1", "libx.so.1", "lib.so.1", "nvidia-smi", "nvidia-",
+                    "libze_loader.so.1", "libze_.so", "abc", "aXbYc", "ac", "b", "zz"])
+    assert filter_names(names, pattern, presorted=True) == fnmatch.filter(names, pattern)
+
+
+def test_each_caller_of_the_dpkg_parse_gets_its_own_dict():
+    pkgs = _dpkg_names()
+    pkgs["injected"] = "1.0"
+    pkgs.pop(next(iter(sorted(pkgs))))
+    again = _dpkg_names()
+    assert "injected" not in again and len(again) == len(pkgs)

@@ -252,7 +252,8 @@ class Host:
                             names = []
                         if listings is not None:
                             listings[base] = names
-                    nxt.extend(posixpath.join(base, n) for n in filter_names(names, part)
+                    # listdir's names are sorted (its contract): no O(n) check per pattern
+                    nxt.extend(posixpath.join(base, n) for n in filter_names(names, part, True)
                                if not n.startswith(".") or part.startswith("."))
                 else:
                     cand = posixpath.join(base, part)

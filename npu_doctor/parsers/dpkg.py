@@ -8,7 +8,8 @@ left) print an empty version. Source: dpkg-query(1), "--show" and "--showformat"
 from __future__ import annotations
 
 import re
-from typing import Dict, Iterable, List
+from functools import lru_cache
+from typing import Dict, Iterable, List, Tuple
 
 from ..namematch import name_patterns
 from ..registry import parser
@@ -21,6 +22,13 @@ def parse_dpkg_query(text: str) -> Dict[str, str]:
     Lines with an empty version (not installed) are left out. Raises ValueError when the text
     holds no `name<TAB>version` line at all but is not empty.
     """
+    return dict(_parse_dpkg_query(text))
+
+
+@lru_cache(maxsize=2)
+def _parse_dpkg_query(text: str) -> Tuple[Tuple[str, str], ...]:
+    # one check's probes ask for the same output (packages, SDK versions, nvidia, coral):
+    # parsed once (a desktop's ~3 000 lines), each caller gets its own dict
     out: Dict[str, str] = {}
     bad = 0
     for line in text.splitlines():
@@ -37,7 +45,7 @@ def parse_dpkg_query(text: str) -> Dict[str, str]:
             out[name] = version
     if bad and not out:
         raise ValueError("no name<TAB>version lines (is this `dpkg-query -W` output?)")
-    return out
+    return tuple(out.items())
 
 
 # `dpkg -l` (dpkg-query --list): three flag columns - desired action (u i h r p), package status

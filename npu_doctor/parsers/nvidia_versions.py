@@ -64,6 +64,10 @@ def nvidia_upgrades(history: str) -> List[Dict[str, Any]]:
     """
     out: List[Dict[str, Any]] = []
     for stanza in re.split(r"\n\s*\n", history):
+        # a stanza naming no NVIDIA or CUDA package at all (most of them; one `Install:` line
+        # can list hundreds of packages) is not taken apart
+        if "cuda" not in stanza and "nvidia" not in stanza.lower():
+            continue
         date = re.search(r"^Start-Date:\s*(.+)$", stanza, re.M)
         cmd = re.search(r"^Commandline:\s*(.+)$", stanza, re.M)
         for action in ("Upgrade", "Install", "Remove", "Downgrade", "Purge"):
