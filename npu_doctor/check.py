@@ -23,6 +23,8 @@ SCHEMA_URL = "https://raw.githubusercontent.com/npu-doctor/npu-doctor/main/npu_d
 
 @dataclass(eq=False)  # compared by identity; no generated __eq__ (start-up)
 class CheckResult:
+    """One check: the host it looked at, the merged facts, each probe's result, the findings."""
+
     host: Host
     facts: Facts
     probes: List[ProbeResult]

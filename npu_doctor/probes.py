@@ -56,6 +56,9 @@ class ProbeError(Exception):
 
 @dataclass(eq=False)  # compared by identity; no generated __eq__ (start-up)
 class ProbeSpec:
+    """One `[[probe]]` of probes/*.toml: a collector, or a file to read / argv to run and the
+    parser of its output; `timeout_s` in seconds, `fast` = part of `watch`'s samples."""
+
     id: str
     area: str = "system"
     title: str = ""
@@ -73,6 +76,8 @@ class ProbeSpec:
 
 @dataclass(eq=False)  # compared by identity; no generated __eq__ (start-up)
 class ProbeResult:
+    """What one probe did: status ok | no_data | error, its facts, and how long it ran (s)."""
+
     id: str
     status: str  # ok | no_data | error
     error: Optional[str] = None

@@ -26,6 +26,7 @@ import re
 import sys
 import weakref
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .errors import HostError
@@ -70,6 +71,8 @@ def normalize(name: str) -> str:
 
 @dataclass(eq=False)  # compared by identity; no generated __eq__ (start-up)
 class Dist:
+    """An installed distribution: its `.dist-info`/`.egg-info` folder in a site directory."""
+
     name: str
     norm: str
     version: Optional[str]
@@ -108,6 +111,9 @@ class Dist:
 
 @dataclass(eq=False)  # compared by identity; no generated __eq__ (start-up)
 class Env:
+    """An application environment: its interpreter, where it was found (`origin`), its
+    import path (`sites`), version, prefix and the distributions installed there."""
+
     python: str
     origin: str
     sites: List[str] = field(default_factory=list)
@@ -240,15 +246,21 @@ def _ask_remembered(host: Host, env: Env, exe: str, run: Runner) -> Dict[str, An
     return data
 
 
-def own_answer() -> Dict[str, Any]:
-    """What QUERY_SCRIPT prints, for the interpreter running npu-doctor, from this process.
-    sys.path[0] (the script's directory, '' for `-c`) is left out as the query's '' is."""
+@lru_cache(maxsize=1)
+def _own_sysconfig_paths() -> Dict[str, str]:
+    # fixed for the life of the process; four probes ask (0.4 ms each after the import)
     import sysconfig
 
     try:
-        p = sysconfig.get_paths()
+        return dict(sysconfig.get_paths())
     except Exception:  # a broken sysconfig data module: as the query script does
-        p = {}
+        return {}
+
+
+def own_answer() -> Dict[str, Any]:
+    """What QUERY_SCRIPT prints, for the interpreter running npu-doctor, from this process.
+    sys.path[0] (the script's directory, '' for `-c`) is left out as the query's '' is."""
+    p = _own_sysconfig_paths()
     path = list(sys.path)
     if path and not getattr(sys.flags, "safe_path", False):
         path = path[1:]

@@ -23,6 +23,9 @@ _TEMPLATE_RE = lazy(r"\{([A-Za-z_][A-Za-z0-9_.\[\]\-]*)\}")
 
 @dataclass
 class Fix:
+    """One fix of a rule: `kind` (command, link, text, sysfs), its text, an optional sysfs
+    write it stands for, and the conditions under which it applies."""
+
     kind: str
     text: str
     sysfs_write: Optional[Dict[str, str]] = None
@@ -31,6 +34,9 @@ class Fix:
 
 @dataclass(eq=False)  # compared by identity; no generated __eq__ (start-up)
 class Match:
+    """One detection path of a rule: conditions (per item of `for_each`, or once), the
+    message, subject and evidence templates, an optional severity of its own, its fixes."""
+
     for_each: Optional[str]
     when: List[Any]
     subject: str
@@ -43,6 +49,9 @@ class Match:
 
 @dataclass(eq=False)  # compared by identity; no generated __eq__ (start-up)
 class Rule:
+    """A rule of rules/*.toml: stable id, severity, title, explanation, docs links, its
+    detection paths (`matches`) and the fixes every finding of it carries."""
+
     id: str
     severity: str
     title: str
@@ -60,6 +69,9 @@ class Rule:
 
 @dataclass
 class Finding:
+    """One finding: the rule that raised it and the subject, message, evidence and fixes of
+    this instance (`to_json`: the report's shape)."""
+
     id: str
     severity: str
     title: str
@@ -78,6 +90,8 @@ class Finding:
 
 @dataclass(eq=False)  # compared by identity; no generated __eq__ (start-up)
 class RuleSet:
+    """The loaded rules, and the version matrices their conditions use."""
+
     rules: List[Rule]
     matrices: Dict[str, List[Dict[str, Any]]] = field(default_factory=dict)
     #: matrix id -> (file it is defined in, its description)
