@@ -187,3 +187,51 @@ def test_snapshot_unreadable_release_file_is_a_probe_error(tmp_path):
     probe = next(p for p in rep["probes"] if p["id"] == "jetson")
     assert probe["status"] == "error" and "nv_tegra_release" in probe["error"]
     assert "probe-failed" in finding_ids(rep)
+
+
+# -- the host's L4T known only as its JetPack; container images of another L4T release ------------
+# Real lines: dusty-nv/jetson-containers#164 (apt show nvidia-jetpack on JetPack 5.0.1, an r32.6.1
+# image), #108 (JETSON_JETPACK=4.6, an r32.6.1 image), #126 (an r32.5.0 image on an R32.3.1 host).
+JP501_DEPENDS = ("Depends: nvidia-cuda (= 5.0.1-b118), nvidia-opencv (= 5.0.1-b118), nvidia-cudnn8 (= 5.0.1-b118), "
+                 "nvidia-tensorrt (= 5.0.1-b118), nvidia-container (= 5.0.1-b118), nvidia-vpi (= 5.0.1-b118), "
+                 "nvidia-nsight-sys (= 5.0.1-b118), nvidia-l4t-jetson-multimedia-api (>> 34.1-0), "
+                 "nvidia-l4t-jetson-multimedia-api (<< 34.2-0)\n")
+R32_IMAGE = "docker run -it --rm --net=host --runtime nvidia nvcr.io/nvidia/l4t-pytorch:r32.6.1-pth1.8-py3\n"
+
+
+def test_jetpack_l4t_release_of_every_generation():
+    from npu_doctor.collectors.jetson import jetpack_l4t_release
+    rows = load_matrix("jetpack-l4t")
+    want = {"4.2": "32", "4.6": "32", "4.6.1": "32", "5.0.1": "34", "5.0.2": "35", "5.1": "35",
+            "5.1.2": "35", "6.0": "36", "6.2": "36", "7.0": "38",
+            "4.9": "32", "5.1.9": "35", "6.9": "36"}  # the last three: not rows, by the major
+    assert {jp: jetpack_l4t_release(jp, rows) for jp in want} == want
+    assert jetpack_l4t_release("3.3", rows) is None and jetpack_l4t_release("5", rows) is None
+
+
+def test_r32_image_on_a_jetpack5_host_known_from_apt_show(tmp_path):
+    rep = check_json(make_snapshot(tmp_path, logs={"docker.log": R32_IMAGE + JP501_DEPENDS}))
+    assert fact_values(rep["facts"], "sdks.jetpack.l4t_release") == ["34"]
+    f = [f for f in rep["findings"] if f["id"] == "runtime-driver-mismatch"]
+    assert len(f) == 1 and "r32.6.1" in f[0]["message"] and "JetPack 5.0.1" in f[0]["message"]
+
+
+def test_r32_image_on_its_own_jetpack_is_no_mismatch(tmp_path):
+    log = ("$printenv | grep JETPACK\nJETSON_JETPACK=4.6\n"
+           "$ sudo docker run --rm --runtime nvidia -it nvcr.io/nvidia/l4t-pytorch:r32.6.1-pth1.9-py3\n")
+    rep = check_json(make_snapshot(tmp_path, logs={"session.log": log}))
+    assert fact_values(rep["facts"], "sdks.jetpack.version") == ["4.6"]
+    assert "runtime-driver-mismatch" not in finding_ids(rep)
+
+
+def test_container_newer_than_host_within_r32_is_a_warning_older_is_not(tmp_path):
+    image = ("docker run --gpus all --runtime nvidia -it --ipc=host --ulimit memlock=-1 --ulimit "
+             "stack=67108864 --rm dustynv/ros:foxy-pytorch-l4t-r32.5.0\n")
+    r3231 = "# R32 (release), REVISION: 3.1, GCID: 18284527, BOARD: t186ref, EABI: aarch64,\n"
+    rep = check_json(make_snapshot(tmp_path / "a", logs={"docker.log": image + r3231}))
+    f = [f for f in rep["findings"] if f["id"] == "runtime-driver-mismatch"]
+    assert len(f) == 1 and f[0]["severity"] == "warning" and "r32.5.0" in f[0]["message"]
+    r3261 = ("# R32 (release), REVISION: 6.1, GCID: 27863751, BOARD: t186ref, EABI: aarch64, "
+             "DATE: Mon Jul 26 19:36:31 UTC 2021\n")
+    rep = check_json(make_snapshot(tmp_path / "b", logs={"docker.log": image + r3261}))
+    assert "runtime-driver-mismatch" not in finding_ids(rep)

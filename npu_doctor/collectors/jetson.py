@@ -13,7 +13,9 @@ Thermal zones are generic (the thermal probe); the inventory maps gpu-thermal to
 
 The deriver `jetson_matrix` looks the L4T release up in the `jetpack-l4t` matrix of
 rules/jetson.toml: `sdks.l4t.jetpack` (the JetPack release of that L4T) and the CUDA/cuDNN/
-TensorRT it ships, `compat[]` entries (not-in-matrix for an unknown L4T).
+TensorRT it ships, `compat[]` entries (not-in-matrix for an unknown L4T); and from the JetPack
+version alone `sdks.jetpack.l4t_release`, the L4T major release that JetPack belongs to (a log
+may name the JetPack but not the L4T: `apt show nvidia-jetpack`, JETSON_JETPACK=...).
 """
 
 from __future__ import annotations
@@ -161,13 +163,48 @@ def _row_for(l4t: str, rows: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     return None
 
 
+# JetPack major -> L4T major release where the matrix has no row for a JetPack version
+# (JetPack 5.0 / 5.0.1 developer previews are R34, 5.0.2 and later R35: both are matrix rows).
+JETPACK_MAJOR_L4T = {"4": "32", "6": "36", "7": "38"}
+
+
+def jetpack_l4t_release(jetpack: str, rows: List[Dict[str, Any]]) -> Optional[str]:
+    """The L4T major release ("32", "35" ...) of a JetPack version: from the matrix rows whose
+    JetPack is that version ("5.0.1" is the row "5.0.1 DP"), else from the JetPack major;
+    None when the rows disagree or the major is not known (a bare "5": 5.0 DP is R34, 5.1 R35)."""
+    if "." not in jetpack:
+        return JETPACK_MAJOR_L4T.get(jetpack.strip())
+    majors = set()
+    for r in rows:
+        jp = str(r.get("jetpack") or "").split()
+        if jp and versions.compare(jp[0], jetpack) == 0:
+            v = versions.normalize(str(r.get("l4t")))
+            if v is not None:
+                majors.add(str(v.release[0]))
+    if len(majors) == 1:
+        return majors.pop()
+    if majors:
+        return None
+    v = versions.normalize(jetpack)
+    if v is None:
+        return None
+    if v.release[0] == 5 and len(v.release) > 1 and v.release[1] >= 1:
+        return "35"
+    return JETPACK_MAJOR_L4T.get(str(v.release[0]))
+
+
 @deriver(after=("nvidia_compat",))
 def jetson_matrix(facts: Facts, host: Host) -> None:
     l4t = facts.get("sdks.l4t.version")
-    if not l4t:
-        return
     rows = matrix_rows("jetpack-l4t")
     if not rows:
+        return
+    jp = facts.get("sdks.jetpack.version")
+    if jp:
+        rel = jetpack_l4t_release(str(jp), rows)
+        if rel:
+            facts.set("sdks.jetpack.l4t_release", rel, "rules/jetson.toml matrix jetpack-l4t")
+    if not l4t:
         return
     row = _row_for(str(l4t), rows)
     src = "rules/jetson.toml matrix jetpack-l4t"
