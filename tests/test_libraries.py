@@ -101,6 +101,16 @@ LOG_LINES = [
     # triple-mu/AI-on-Board #3 (rknn-toolkit2 librknnc.so on Ubuntu 18.04)
     ("E build: ImportError: /lib/x86_64-linux-gnu/libm.so.6: version `GLIBC_2.29' not found (required by /home/hbli/miniconda3/envs/rknn/lib/python3.8/site-packages/rknn/api/lib/linux-x86_64/cp38/librknnc.so)",
      "shared-library-version-not-found", {"version": "GLIBC_2.29"}),
+    # NVIDIA/nvidia-container-toolkit #228 (glibc 2.36+ marker version, no number)
+    ("nvidia-container-cli: /usr/bin/../lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_ABI_DT_RELR' not found (required by /lib/x86_64-linux-gnu/libdl.so.2)",
+     "shared-library-version-not-found", {"version": "GLIBC_ABI_DT_RELR", "provider": "/usr/bin/../lib/x86_64-linux-gnu/libc.so.6",
+                                          "required_by": "/lib/x86_64-linux-gnu/libdl.so.2"}),
+    # mlverse/torch #1360 (a bundled librt.so.1 of another glibc build)
+    ("! /home/jordi/R/x86_64-pc-linux-gnu-library/4.5/torch/lib/liblantern.so - /lib/x86_64-linux-gnu/libpthread.so.0: version `GLIBC_PRIVATE' not found (required by /home/jordi/R/x86_64-pc-linux-gnu-library/4.5/torch/lib/librt.so.1) ",
+     "shared-library-version-not-found", {"version": "GLIBC_PRIVATE", "provider": "/lib/x86_64-linux-gnu/libpthread.so.0"}),
+    # a CUDA library's soname version (KTransformers built for CUDA 11 in a CUDA 12 image)
+    ("ImportError: /usr/local/cuda/targets/x86_64-linux/lib/libcudart.so.11.0: version `libcudart.so.11.0' not found (required by /opt/conda/lib/python3.11/site-packages/cpuinfer_ext.cpython-311-x86_64-linux-gnu.so)",
+     "shared-library-version-not-found", {"version": "libcudart.so.11.0", "provider": "/usr/local/cuda/targets/x86_64-linux/lib/libcudart.so.11.0"}),
     # dusty-nv/jetson-inference #357
     ("./imagenet-camera: error while loading shared libraries: libnvcaffe_parser.so.3: cannot open shared object file: No such file or directory",
      "shared-library-not-found", {"library": "libnvcaffe_parser.so.3", "program": "./imagenet-camera"}),
