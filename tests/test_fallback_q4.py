@@ -1,5 +1,5 @@
 """CPU fallback round q4: OpenCV DNN's backend/target fallbacks (catalogs/opencv-dnn.toml and the
-initCUDABackend per-layer parser), whisper.cpp's GPU backend lines (catalogs/whisper-cpp.toml),
+initCUDABackend per-layer parser), MNN's unregistered backends (catalogs/mnn.toml), whisper.cpp's GPU backend lines (catalogs/whisper-cpp.toml),
 CTranslate2's CPU-only build (catalogs/ctranslate2.toml) and ggml's invalid CUDA device. Lines are
 verbatim from the reports in tests/cases/q4* and the issues named beside them."""
 
@@ -49,6 +49,11 @@ def _benign(line):
     ("whisper_backend_init: ggml_backend_cuda_init() failed", "whisper-cpp", "runtime-init-failed"),
     ("ggml_backend_cuda_init: invalid device 0", "llama-cpp", "runtime-init-failed"),
     ("ValueError: This CTranslate2 package was not compiled with CUDA support", "ctranslate2", "framework-backend-mismatch"),
+    # MNN Schedule::getApprociateType, plain (alibaba/MNN#1510), logcat brief (#2229) and threadtime (#3685)
+    ("Can't Find type=3 backend, use 0 instead", "mnn", "cpu-fallback-logged"),
+    ("I/MNNJNI: Can't Find type=3 backend, use 0 instead", "mnn", "cpu-fallback-logged"),
+    ("06-10 07:19:06.286 11421 11457 I MNNJNI  : Can't Find type=5 backend, use 0 instead", "mnn", "cpu-fallback-logged"),
+    ("type=3 backend don't Support Low Power, use 0 instead", "mnn", "cpu-fallback-logged"),
     ("2025-11-01 22:03:00.781 | ERROR    | open_webui.routers.audio:transcription:1002 - 500: Error transcribing chunk: This CTranslate2 package was not compiled with CUDA support",
      "ctranslate2", "framework-backend-mismatch"),
 ])
@@ -60,6 +65,8 @@ def test_fallback_lines_raise(line, catalog, rule):
     # the input layer is listed for every net (opencv/opencv#21583)
     "[ INFO:0@2.122] global A:\\Depend\\opencv\\sources\\modules\\dnn\\src\\dnn.cpp (2757) cv::dnn::dnn4_v20211220::Net::Impl::initCUDABackend CUDA backend will fallback to the CPU implementation for the layer \"_input\" of type __NetInputLayer__",
     "The selected CUDA device does not support FP16 target; switching to FP32 target.",
+    # MNN with a non-CPU backup type: still on an accelerator backend
+    "Can't Find type=5 backend, use 3 instead",
     "DNN: OpenCL target with fp16 precision is not supported with current OpenCL device (tested with Intel GPUs only), switching to OpenCL with fp32 precision.",
 ])
 def test_still_on_the_accelerator_is_benign(line):
