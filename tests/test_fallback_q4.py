@@ -54,6 +54,9 @@ def _benign(line):
     ("I/MNNJNI: Can't Find type=3 backend, use 0 instead", "mnn", "cpu-fallback-logged"),
     ("06-10 07:19:06.286 11421 11457 I MNNJNI  : Can't Find type=5 backend, use 0 instead", "mnn", "cpu-fallback-logged"),
     ("type=3 backend don't Support Low Power, use 0 instead", "mnn", "cpu-fallback-logged"),
+    # ollama's Linux installer, both wordings
+    ("WARNING: No NVIDIA/AMD GPU detected. Ollama will run in CPU-only mode.", "ollama", "cpu-fallback-logged"),
+    ("WARNING: No NVIDIA GPU detected. Ollama will run in CPU-only mode.", "ollama", "cpu-fallback-logged"),
     ("2025-11-01 22:03:00.781 | ERROR    | open_webui.routers.audio:transcription:1002 - 500: Error transcribing chunk: This CTranslate2 package was not compiled with CUDA support",
      "ctranslate2", "framework-backend-mismatch"),
 ])
