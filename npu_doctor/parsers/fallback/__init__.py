@@ -5,7 +5,7 @@ placed on the CPU. Every parser here is a pure function on the *whole* text of o
 returns a list of entries, one per statement the log makes:
 
     {"runtime": "onnxruntime" | "qnn" | "vitisai" | "edgetpu" | "rknn" | "torch_npu" | "ascend"
-                | "tflite" | "tflite_gpu" | "tflite_nnapi" | "armnn" | "tensorrt",
+                | "tflite" | "tflite_gpu" | "tflite_nnapi" | "armnn" | "tensorrt" | "opencv_dnn",
      "kind": "op" | "total" | "hint",
      "op": "Gather" | None,          # operator type as the log prints it (None: not named)
      "count": 1 | None,              # operators this entry stands for (None: not stated)
@@ -113,6 +113,10 @@ VariableFallbackKernel.cpp:250]`; terminals wrap the line mid-word
 modelscope/ms-swift#1047 "run on CPU"). Each operator warns once per process, so an operator
 repeated by several ranks counts once.
 
+OpenCV DNN's CUDA backend (initCUDABackend, INFO level): `CUDA backend will fallback to the CPU
+implementation for the layer "onnx_node!ReduceMean_390" of type Reduce` per layer without a CUDA
+implementation (opencv/opencv#24064); format and source in `opencv.py`.
+
 TensorFlow Lite delegates (GPU, NNAPI, Arm NN; the interpreter's `Replacing N out of M node(s)`
 summary) and TensorRT's DLA-to-GPU fallback: formats and sources in `tflite.py` and
 `tensorrt.py`.
@@ -133,6 +137,8 @@ from .ascend import parse_ascend_aicpu
 from .common import ESCAPES, MAX_LINE, Entry, clean_line, forget, log_lines, strip_prefix  # noqa: F401
 from .edgetpu import _ETPU_ANY, parse_edgetpu
 from .onnxruntime import _ORT_ANY, _VITIS_ANY, parse_onnxruntime, parse_vitisai
+from .opencv import _ANY as _OPENCV_ANY
+from .opencv import parse_opencv_dnn
 from .rknn import _RKNN_ANY, parse_rknn
 from .tensorrt import _ANY as _TRT_ANY
 from .tensorrt import parse_tensorrt_dla
@@ -143,7 +149,7 @@ from .torch_npu import parse_torch_npu
 
 # -- all of them ---------------------------------------------------------------------------
 PARSERS = (parse_onnxruntime, parse_vitisai, parse_edgetpu, parse_rknn, parse_torch_npu,
-           parse_ascend_aicpu, parse_tflite, parse_tensorrt_dla)
+           parse_ascend_aicpu, parse_tflite, parse_tensorrt_dla, parse_opencv_dnn)
 
 RUNTIME_NAMES = {
     "onnxruntime": "ONNX Runtime",
@@ -159,6 +165,7 @@ RUNTIME_NAMES = {
     "tflite_nnapi": "TFLite NNAPI delegate",
     "armnn": "Arm NN TFLite delegate",
     "tensorrt": "TensorRT (DLA)",
+    "opencv_dnn": "OpenCV DNN (CUDA backend)",
 }
 
 
@@ -171,7 +178,8 @@ TRIGGERS: Dict[Any, Tuple[str, ...]] = {
         (parse_onnxruntime, _ORT_ANY), (parse_vitisai, _VITIS_ANY),
         (parse_edgetpu, _ETPU_ANY), (parse_rknn, _RKNN_ANY),
         (parse_torch_npu, TORCH_TRIGGERS), (parse_ascend_aicpu, ("aicpu", "ai_cpu")),
-        (parse_tflite, _TFLITE_ANY), (parse_tensorrt_dla, _TRT_ANY))}
+        (parse_tflite, _TFLITE_ANY), (parse_tensorrt_dla, _TRT_ANY),
+        (parse_opencv_dnn, _OPENCV_ANY))}
 TRIGGER_NEEDLES = tuple(sorted({x for lits in TRIGGERS.values() for x in lits} | set(ESCAPES)))
 
 
