@@ -1,5 +1,6 @@
 """The invoking user: `user.uid`, `user.gid`, `user.name`, `user.groups` (names),
-`user.group_ids` (ints).
+`user.group_ids` (ints); for root, `user.cap_dac_override` (whether its effective
+capabilities let it ignore file modes) when /proc/self/status can be read.
 
 Through host.identity(): getuid/getgroups on a live host, the `id` command in a snapshot.
 When `id` prints bare numbers (`groups=1000,992`, as it does for groups missing from the
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from ..errors import HostError, NotFound
+from ..host import parse_cap_eff
 from ..probes import NoData, ProbeContext, ProbeError
 from ..registry import collector
 
@@ -67,3 +69,9 @@ def collect_user(ctx: ProbeContext) -> None:
     ctx.facts.set("user.name", name, src)
     ctx.facts.set("user.group_ids", ids, src)
     ctx.facts.set("user.groups", names, src)
+    if ident.uid == 0:
+        # root opens any node only through CAP_DAC_OVERRIDE; a container started with all
+        # capabilities dropped has uid 0 without it (fs/proc/array.c: CapEff)
+        cap = parse_cap_eff(ctx.read("/proc/self/status") or "")
+        if cap is not None:
+            ctx.facts.set("user.cap_dac_override", bool(cap >> 1 & 1), "/proc/self/status")

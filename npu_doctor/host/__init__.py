@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from .base import (OUTPUT_CAP_BYTES, READ_CAP_BYTES, CommandResult, Host, Identity, StatInfo,
-                   mode_allows, parse_id_output)
+                   mode_allows, parse_cap_eff, parse_id_output)
 from .logfile import decode_log
 from .snapshot import SnapshotHost
 
@@ -27,7 +27,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["OUTPUT_CAP_BYTES", "READ_CAP_BYTES", "CommandResult", "Host", "Identity", "LiveHost",
-           "SnapshotHost", "StatInfo", "decode_log", "mode_allows", "open_host", "parse_id_output"]
+           "SnapshotHost", "StatInfo", "decode_log", "mode_allows", "open_host", "parse_cap_eff",
+           "parse_id_output"]
 
 
 def open_host(snapshot: Optional[str] = None, logs: Sequence[str] = ()) -> Host:

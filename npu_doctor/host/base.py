@@ -274,10 +274,33 @@ class Host:
 
 
 
-def mode_allows(st: StatInfo, ident: Identity, write: bool = True) -> bool:
-    """Whether Unix permission bits let this identity open the node (root always can)."""
+#: Capability bits (include/uapi/linux/capability.h) that let root ignore a file's mode.
+CAP_DAC_OVERRIDE = 1
+CAP_DAC_READ_SEARCH = 2
+
+_CAP_EFF_RE = lazy(r"(?m)^CapEff:\s*([0-9a-fA-F]+)\s*$")
+
+
+def parse_cap_eff(status_text: str) -> Optional[int]:
+    """The effective capability mask from /proc/<pid>/status (`CapEff:\t0000003fffffffff`);
+    None when the line is absent. Source: fs/proc/array.c render_cap_t()."""
+    m = _CAP_EFF_RE.search(status_text or "")
+    return int(m.group(1), 16) if m else None
+
+
+def mode_allows(st: StatInfo, ident: Identity, write: bool = True,
+                cap_eff: Optional[int] = None) -> bool:
+    """Whether Unix permission bits let this identity open the node.
+
+    Root passes through CAP_DAC_OVERRIDE (reads also through CAP_DAC_READ_SEARCH), not through
+    its uid: with `cap_eff` (the effective capability mask) known and those bits clear (a
+    container started with `--cap-drop ALL`, a pod with `capabilities: drop: [ALL]`), root is
+    held to the mode like any other user. `cap_eff` None (unknown) keeps root allowed."""
     if ident.uid == 0:
-        return True
+        if cap_eff is None or cap_eff >> CAP_DAC_OVERRIDE & 1:
+            return True
+        if not write and cap_eff >> CAP_DAC_READ_SEARCH & 1:
+            return True
     need = 0o6 if write else 0o4
     mode = st.mode or 0
     if st.uid == ident.uid:

@@ -10,7 +10,7 @@ from typing import Any, BinaryIO, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import AccessDenied, CommandNotFound, HostError, NotFound, SnapshotError
 from .base import (READ_CAP_BYTES, CommandResult, Host, Identity, StatInfo, cap_text, keeps_newest,
-                   mode_allows, parse_id_output)
+                   mode_allows, parse_cap_eff, parse_id_output)
 from .logfile import decode_log
 from .snapshotfiles import command_entries, stat_entries
 from ..safeio import CAP_SNAPSHOT_META, NotRegularFile, loads_toml, open_regular, read_regular, special_kind
@@ -356,7 +356,13 @@ class SnapshotHost(Host):
             ident = self.identity()
         except HostError:
             return None
-        return mode_allows(st, ident, write)
+        cap_eff = None
+        if ident.uid == 0:  # root without CAP_DAC_OVERRIDE is held to the mode
+            try:
+                cap_eff = parse_cap_eff(self.read_text("/proc/self/status", 65536))
+            except HostError:
+                cap_eff = None
+        return mode_allows(st, ident, write, cap_eff)
 
     def logs(self) -> List[Tuple[str, str]]:
         out = []
