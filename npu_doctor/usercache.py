@@ -5,8 +5,9 @@ Nothing here changes a result: every entry is keyed by the identity of the file 
 is kept: parsed data files (datafiles), the validated configuration (configcache), facts
 derived from regex texts (regexmemo), ELF dynamic sections (linker.elf), the last live library
 preflight (linker.preflightcache), application interpreters' import paths (pyenvcache), the
-catalog events of a kernel log (catalog.eventcache) and outputs of version queries and
-`dpkg-query -W` (host.cmdcache); each module says what its entries depend on.
+catalog events of a kernel log (catalog.eventcache), libc.so.6 version banners
+(collectors.libc) and outputs of version queries and `dpkg-query -W` (host.cmdcache); each
+module says what its entries depend on.
 `NPU_DOCTOR_NO_CACHE=1` turns it off; `NPU_DOCTOR_CACHE_DIR` moves it (default
 `$XDG_CACHE_HOME/npu-doctor`, else `~/.cache/npu-doctor`). A missing, unwritable or corrupt
 cache is the same as an empty one.
@@ -29,7 +30,7 @@ from typing import Any, Optional
 STALE_S = 30 * 86400
 #: The names this module's callers write (and `.<name>.*`, a temp file a killed writer left).
 _FAMILIES = ("config-", "data-cache-", "regex-facts-", "command-outputs-", "python-answers-",
-             "elf-cache", "log-events-", "library-preflight-")
+             "elf-cache", "log-events-", "library-preflight-", "libc-banners")
 
 
 def cache_path(name: str) -> Optional[str]:

@@ -141,6 +141,41 @@ def test_libc_from_the_banner_in_a_real_libc_so(tmp_path):
     assert res.facts.source_of("libc.version") == "/lib/x86_64-linux-gnu/libc.so.6"
 
 
+def test_libc_banner_kept_by_the_files_identity(tmp_path, monkeypatch):
+    """A live check reads a libc.so.6 banner once; a changed file is read again."""
+    from npu_doctor.collectors import libc as libc_collector
+
+    libcs = [p for p in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6",
+                         "/lib64/libc.so.6", "/usr/lib/libc.so.6") if os.path.exists(p)]
+    if not libcs or not os.confstr("CS_GNU_LIBC_VERSION"):
+        pytest.skip("no glibc libc.so.6 here")
+    monkeypatch.setenv("NPU_DOCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("NPU_DOCTOR_NO_CACHE", raising=False)
+    copy = tmp_path / "lib" / "libc.so.6"
+    copy.parent.mkdir()
+    shutil.copyfile(libcs[0], copy)
+    monkeypatch.setattr(libc_collector, "LIBC_GLOBS", (str(copy),))
+    first = probe(LiveHost(), "libc").facts.get("libc.build")
+    assert first and (tmp_path / "cache" / "libc-banners.json").is_file()
+    reads = []
+    real = LiveHost.read_bytes
+
+    def counting(self, path, *a, **k):
+        reads.append(path)
+        return real(self, path, *a, **k)
+    monkeypatch.setattr(LiveHost, "read_bytes", counting)
+    assert probe(LiveHost(), "libc").facts.get("libc.build") == first
+    assert str(copy) not in reads
+    # the same path, another build of the library: read again, its own banner
+    data = copy.read_bytes()
+    at = data.find(b"GNU C Library (") + len(b"GNU C Library (")
+    end = data.find(b")", at)
+    other = b"Test GLIBC " + os.confstr("CS_GNU_LIBC_VERSION").split()[1].encode() + b"-77"
+    copy.write_bytes(data[:at] + other[:end - at].ljust(end - at, b"x") + data[end:])
+    assert probe(LiveHost(), "libc").facts.get("libc.build") != first
+    assert str(copy) in reads
+
+
 def test_ldd_version_outputs_of_several_libcs():
     # this machine's Debian 12 `ldd --version` (first line)
     assert parse_ldd_version("ldd (Debian GLIBC 2.36-9+deb12u14) 2.36\nCopyright (C) 2022 Free Software Foundation, Inc.\n") == {
