@@ -207,10 +207,26 @@ def _walk_roots(ctx: ProbeContext) -> List[Tuple[str, str, bool]]:
         cands.append((sdk, p, True))
     seen = set()
     out = []
+    dir_real: Dict[str, str] = {}
+
+    def realpath(p: str) -> str:
+        # the directory resolved once for all its files (a venv's 38 SDK libraries sit in a
+        # few: realpath per file was ~600 lstat calls); only a file that is a link itself
+        # needs resolving on its own
+        d, base = posixpath.split(p)
+        rd = dir_real.get(d)
+        if rd is None:
+            rd = dir_real[d] = host.realpath(d)
+        try:
+            host.readlink(p)
+        except HostError:
+            return posixpath.join(rd, base)
+        return host.realpath(p)
+
     for sdk, p, py in cands:
         if not _SO_RE.search(p):
             continue
-        real = host.realpath(p)
+        real = realpath(p)
         if real in seen:
             continue
         st = host.stat(p)
