@@ -1,5 +1,5 @@
 """Who may open an accelerator's device node: root without CAP_DAC_OVERRIDE, the vendor nodes the
-sysfs inventory does not list (Ascend /dev/davinci*, NVIDIA /dev/nvidia*, /dev/kfd), and the
+sysfs inventory does not list (Ascend /dev/davinci*, NVIDIA /dev/nvidia*), and the
 device-node-permission finding they raise. Fixtures are the real report of case m403 (HAMi pod,
 capabilities dropped, nodes 1000:1000 0660) and variations of it."""
 

@@ -5,9 +5,10 @@ device (/sys/class/accel, DRM, apex, hailo_chardev) and checks them. Some stacks
 their drivers create by hand or under a class the inventory does not follow: the Ascend driver's
 /dev/davinciN, /dev/davinci_manager, /dev/devmm_svm, /dev/hisi_hdc (owned by HwHiAiUser), the
 NVIDIA driver's /dev/nvidiactl, /dev/nvidiaN and /dev/nvidia-uvm (made by nvidia-modprobe with
-NVreg_DeviceFile{UID,GID,Mode}), ROCm's /dev/kfd. Which nodes is data (probes/accelerators.toml,
-`[[probe.args.groups]]`): exact paths, globs, and numbered paths checked one by one (a
-snapshot's stat.toml names nodes that are not files under its fs/, so a glob cannot find them).
+NVreg_DeviceFile{UID,GID,Mode}). ROCm's /dev/kfd waits for a contract vendor name for AMD GPUs.
+Which nodes is data (probes/accelerators.toml, `[[probe.args.groups]]`): exact paths, globs,
+and numbered paths checked one by one (a snapshot's stat.toml names nodes that are not files
+under its fs/, so a glob cannot find them).
 
 Each node found as a character device becomes {vendor, path, mode, uid, gid, group, can_open}
 in `device_nodes[]`; `device_access[]` has one entry per vendor: the first node this user cannot

@@ -266,7 +266,9 @@ def collect_libraries(ctx: ProbeContext) -> None:
     roots = roots[:max_roots]
     # a live host's records of the last check, while nothing they depended on changed
     # (linker.preflightcache: the directories searched, the files read, the configuration)
-    config = str(ctx.options.get("config_digest") or "") if ctx.host.source == "live" else ""
+    # (not under `capture`, whose recorder must see every file the preflight reads)
+    live = ctx.host.source == "live" and getattr(ctx.host, "inner", None) is None
+    config = str(ctx.options.get("config_digest") or "") if live else ""
     ld_library_path = ctx.host.environ().get("LD_LIBRARY_PATH", "") if config else ""
     if config:
         from ..linker import preflightcache
