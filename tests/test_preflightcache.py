@@ -4,8 +4,6 @@ Libraries are real ELF objects gcc builds here."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,20 +12,9 @@ from npu_doctor import check
 from npu_doctor.host import open_host
 from npu_doctor.linker import ldso
 
-from test_libraries import write_probe_override
+from test_libraries import GCC, cc, write_probe_override
 
-GCC = shutil.which("gcc")
 pytestmark = pytest.mark.skipif(GCC is None, reason="gcc not installed")
-
-
-def cc(out: Path, src: str, *flags: str) -> Path:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    c = out.with_suffix(out.suffix + ".c")
-    c.write_text(src)
-    subprocess.run([GCC, "-shared", "-fPIC", "-o", str(out), str(c), *flags], check=True,
-                   capture_output=True)
-    c.unlink()
-    return out
 
 
 @pytest.fixture()
